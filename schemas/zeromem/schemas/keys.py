@@ -1,0 +1,68 @@
+"""The memory key grammar: ``{namespace}:{owner_id}:{name}``.
+
+The owner (``namespace:owner_id``) is the unit of ordering and sharding: every command for
+one owner goes through one shard and is applied in publish order. Namespace and owner id
+are also NATS subject tokens (the change feed is addressed by them), so their alphabet
+excludes ``.``, ``*``, ``>`` and whitespace.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+NAMESPACE_PATTERN = r"[a-z][a-z0-9_]{0,31}"
+OWNER_ID_PATTERN = r"[A-Za-z0-9_\-]{1,64}"
+NAME_PATTERN = r"[A-Za-z0-9_\-./@]{1,128}"
+TENANT_PATTERN = r"[a-z0-9][a-z0-9_\-]{0,63}"
+
+# A full key, or an owner with the name left out (the worker then appends under a generated id).
+KEY_PATTERN = rf"^{NAMESPACE_PATTERN}:{OWNER_ID_PATTERN}(:{NAME_PATTERN})?$"
+TENANT_REGEX = re.compile(rf"^{TENANT_PATTERN}$")
+_KEY_REGEX = re.compile(
+    rf"^(?P<ns>{NAMESPACE_PATTERN}):(?P<owner>{OWNER_ID_PATTERN})(?::(?P<name>{NAME_PATTERN}))?$"
+)
+
+# Namespaces agents are expected to use; the grammar accepts others so a team can add its own.
+KNOWN_NAMESPACES = ("user", "task", "session", "agent", "team")
+
+
+class InvalidKeyError(ValueError):
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(
+            f"invalid memory key {key!r}: expected '{{namespace}}:{{owner_id}}[:{{name}}]', "
+            "e.g. 'user:u10086:pref_lang' or 'task:t42'"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryKey:
+    namespace: str
+    owner_id: str
+    name: str | None
+
+    @classmethod
+    def parse(cls, key: str) -> MemoryKey:
+        match = _KEY_REGEX.match(key)
+        if match is None:
+            raise InvalidKeyError(key)
+        return cls(match["ns"], match["owner"], match["name"])
+
+    @property
+    def owner(self) -> str:
+        """The ordering and sharding unit, e.g. ``user:u10086``."""
+        return f"{self.namespace}:{self.owner_id}"
+
+    def with_name(self, name: str) -> MemoryKey:
+        return MemoryKey(self.namespace, self.owner_id, name)
+
+    def __str__(self) -> str:
+        base = self.owner
+        return base if self.name is None else f"{base}:{self.name}"
+
+
+def owner_of(key: str) -> str:
+    """``user:u1:pref`` -> ``user:u1`` (the key must already be valid)."""
+    ns, owner_id, *_ = key.split(":", 2)
+    return f"{ns}:{owner_id}"

@@ -1,0 +1,119 @@
+"""Request-reply queries answered by the query and recall services.
+
+Agents read over NATS, never straight from Redis, so they need no database credentials.
+A missing memory is an ordinary reply (``found=False``), never an error.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from zeromem.schemas.commands import Key, Tenant
+from zeromem.schemas.memory import MemoryItem, MemoryType, Tag
+
+Limit = Annotated[int, msgspec.Meta(ge=1, le=1000)]
+
+
+class _Query(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    tenant: Tenant
+    reader: str = ""  # the agent asking, for the audit trail
+
+
+class GetRequest(_Query, frozen=True):
+    key: Key = ""
+
+
+class GetReply(msgspec.Struct, frozen=True, omit_defaults=True):
+    found: bool
+    item: MemoryItem | None = None
+
+
+class ListRequest(_Query, frozen=True):
+    prefix: str = ""  # a key prefix such as "user:u1:" or "task:t42:step"
+    cursor: str = ""  # the last key of the previous page
+    limit: Limit = 100
+    with_items: bool = True
+
+
+class ListReply(msgspec.Struct, frozen=True, omit_defaults=True):
+    keys: tuple[str, ...] = ()
+    items: tuple[MemoryItem, ...] = ()
+    next_cursor: str = ""  # empty when this was the last page
+
+
+class RecallScope(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """Filters applied before ranking. Owners look like ``user:u1`` or ``task:t42``."""
+
+    owners: tuple[str, ...] = ()
+    prefix: str = ""
+    types: tuple[MemoryType, ...] = ()
+    tags: tuple[Tag, ...] = ()
+    since: float | None = None  # updated_at lower bound (epoch seconds)
+    until: float | None = None
+
+
+class RecallRequest(_Query, frozen=True):
+    query: str = ""
+    scope: RecallScope = RecallScope()
+    k: Annotated[int, msgspec.Meta(ge=1, le=100)] = 5
+    budget: Annotated[int, msgspec.Meta(ge=1, le=200_000)] = 1500
+    encoding: str = "cl100k_base"
+    strategy: dict[str, Any] = {}
+    explain: bool = False
+    include_archived: bool = False
+
+
+class RecalledMemory(msgspec.Struct, frozen=True, omit_defaults=True):
+    key: str
+    content: str
+    type: MemoryType
+    created_at: float
+    updated_at: float
+    version: int
+    score: float
+    tokens: int
+    via: str = ""  # set when pulled in as a reference of another memory
+
+
+class Candidate(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One line of the explain view: why a memory was kept or cut."""
+
+    key: str
+    score: float
+    relevance: float
+    decay: float
+    feedback: float
+    tokens: int
+    decision: str  # "kept", "cut: over budget", "cut: below top k", ...
+
+
+class RecallReply(msgspec.Struct, frozen=True, omit_defaults=True):
+    memories: tuple[RecalledMemory, ...] = ()
+    context: str = ""
+    tokens: int = 0
+    baseline_tokens: int = 0  # what injecting every memory that passed the filters would cost
+    saved_tokens: int = 0
+    candidates: tuple[Candidate, ...] = ()
+
+
+class ErrorReply(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Sent instead of a reply when a request cannot be served (bad request, overload)."""
+
+    error: str
+    code: str = "bad_request"
+
+
+__all__ = [
+    "Candidate",
+    "ErrorReply",
+    "GetReply",
+    "GetRequest",
+    "ListReply",
+    "ListRequest",
+    "RecallReply",
+    "RecallRequest",
+    "RecallScope",
+    "RecalledMemory",
+]

@@ -1,0 +1,101 @@
+"""Connections and the JetStream layout (streams and per-shard consumers).
+
+``provision`` is idempotent: every process calls it at start, so the first one to run on
+a fresh server creates the layout and the others find it in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DeliverPolicy,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import NotFoundError
+from redis.asyncio import Redis
+
+from zeromem import naming
+from zeromem.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+async def connect_nats(settings: Settings, name: str) -> NatsClient:
+    return await nats.connect(
+        settings.nats_url,
+        name=name,
+        max_reconnect_attempts=-1,  # a service outlives a broker restart
+        reconnect_time_wait=0.25,
+        pending_size=64 * 1024 * 1024,
+    )
+
+
+def connect_redis(settings: Settings) -> Redis:
+    return Redis.from_url(settings.redis_url, decode_responses=False, health_check_interval=10)
+
+
+def command_stream_config(settings: Settings) -> StreamConfig:
+    return StreamConfig(
+        name=naming.COMMAND_STREAM,
+        subjects=[naming.COMMAND_SUBJECTS],
+        retention=RetentionPolicy.LIMITS,  # the log is kept: audit and rebuild read it
+        storage=StorageType.FILE,
+        discard=DiscardPolicy.OLD,
+        max_age=settings.stream_max_age_s or None,
+        duplicate_window=settings.dedupe_window_s,
+    )
+
+
+def dead_letter_stream_config() -> StreamConfig:
+    return StreamConfig(
+        name=naming.DEAD_LETTER_STREAM,
+        subjects=[naming.DEAD_LETTER_SUBJECTS],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        max_age=30 * 24 * 3600,
+    )
+
+
+def shard_consumer_config(settings: Settings, shard: int) -> ConsumerConfig:
+    return ConsumerConfig(
+        durable_name=naming.shard_consumer(shard),
+        filter_subject=naming.shard_filter_subject(shard),
+        deliver_policy=DeliverPolicy.ALL,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=settings.ack_wait_s,
+        max_deliver=-1,  # a command is never dropped: a failing apply is retried, not lost
+        max_ack_pending=max(4 * settings.batch_size, 1024),
+        max_waiting=64,
+    )
+
+
+async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    try:
+        await js.stream_info(config.name or "")
+    except NotFoundError:
+        await js.add_stream(config)
+        return
+    with contextlib.suppress(Exception):  # an older layout stays usable if an update is refused
+        await js.update_stream(config)
+
+
+async def provision(js: JetStreamContext, settings: Settings) -> None:
+    """Create (or update) the command and dead-letter streams and one consumer per shard."""
+    await _ensure_stream(js, command_stream_config(settings))
+    await _ensure_stream(js, dead_letter_stream_config())
+    for shard in range(settings.shards):
+        config = shard_consumer_config(settings, shard)
+        try:
+            await js.consumer_info(naming.COMMAND_STREAM, config.durable_name or "")
+        except NotFoundError:
+            await js.add_consumer(naming.COMMAND_STREAM, config)

@@ -1,0 +1,281 @@
+"""The ``zeromem`` command line.
+
+Service commands (``up``, ``worker``, ``serve``) run processes; client commands (``put``,
+``get``, ``list``, ``delete``) talk to a running stack exactly as an agent's SDK does. Run
+from the directory where ``zeromem up`` runs, they find it without any flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from zeromem.schemas import MemoryItem, MemoryType
+from zeromem.settings import Settings
+
+EXIT_CONFLICT = 3
+EXIT_NOT_FOUND = 4
+EXIT_UNAVAILABLE = 5
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return Settings.from_env(data_dir=getattr(args, "data_dir", None),
+                             shards=getattr(args, "shards", None))  # fmt: skip
+
+
+def _resolved_settings(args: argparse.Namespace) -> Settings:
+    """Settings with URLs: from the environment, else from the running embedded stack."""
+    settings = _settings(args)
+    if settings.nats_url and settings.redis_url:
+        return settings
+    from zeromem.embedded import find_running_stack
+
+    info = find_running_stack(settings.data_dir)
+    if info is None:
+        sys.exit("no zeromem stack found: run `zeromem up`, or set NATS_URL and REDIS_URL")
+    return settings.with_urls(settings.nats_url or info.nats_url,
+                              settings.redis_url or info.redis_url)  # fmt: skip
+
+
+def _run_service(main: Callable[[], Awaitable[None]]) -> int:
+    """Run a service coroutine until SIGINT/SIGTERM, then let it clean up."""
+
+    async def runner() -> None:
+        task = asyncio.create_task(main())
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    asyncio.run(runner())
+    return 0
+
+
+# --- service commands ------------------------------------------------------------------
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from zeromem.cli.stack import run_up
+
+    return run_up(_settings(args), workers=args.workers, readers=args.readers)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from zeromem.worker.service import run_worker
+
+    settings = _resolved_settings(args)
+    return _run_service(lambda: run_worker(settings, args.index, args.count))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from zeromem.serve import run_read_services
+
+    settings = _resolved_settings(args)
+    return _run_service(lambda: run_read_services(settings))
+
+
+# --- client commands -------------------------------------------------------------------
+
+
+def _client_call(args: argparse.Namespace, body: Callable[[Any], Awaitable[int]]) -> int:
+    from zeromem.sdk import MemoryClient, ZeromemError
+
+    async def run() -> int:
+        settings = _resolved_settings(args)
+        client = await MemoryClient.connect(settings.nats_url, tenant=args.tenant,
+                                            agent=args.agent, shards=settings.shards)  # fmt: skip
+        try:
+            return await body(client)
+        finally:
+            await client.close()
+
+    try:
+        return asyncio.run(run())
+    except ZeromemError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+
+
+def _item_json(item: MemoryItem) -> dict[str, Any]:
+    import msgspec
+
+    return msgspec.to_builtins(item)
+
+
+def _print_receipt(args: argparse.Namespace, receipt: Any) -> int:
+    if args.json:
+        import msgspec
+
+        print(json.dumps({"command_id": receipt.command_id, "key": receipt.key,
+                          "status": receipt.status,
+                          "result": msgspec.to_builtins(receipt.result)}))  # fmt: skip
+    elif receipt.status == "applied":
+        print(f"applied {receipt.key} version {receipt.version}")
+    elif receipt.status == "conflict":
+        print(f"conflict on {receipt.key}: expected version {receipt.result.expected_version}, "
+              f"current version {receipt.result.current_version}")  # fmt: skip
+    elif receipt.status == "rejected":
+        print(f"rejected {receipt.key}: {receipt.reason}")
+    else:
+        print(f"{receipt.status} {receipt.key} (command {receipt.command_id})")
+    return {"conflict": EXIT_CONFLICT, "rejected": EXIT_NOT_FOUND}.get(receipt.status, 0)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # a bare word is a string; JSON is taken as JSON
+
+
+def cmd_put(args: argparse.Namespace) -> int:
+    async def body(client: Any) -> int:
+        receipt = await client.put(
+            args.key, _parse_value(args.value), content=args.content, type=args.type,
+            tags=args.tag or (), references=args.ref or (), ttl=args.ttl,
+            expected_version=args.expected_version, wait=args.wait,
+        )  # fmt: skip
+        return _print_receipt(args, receipt)
+
+    return _client_call(args, body)
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    async def body(client: Any) -> int:
+        receipt = await client.delete(args.key, expected_version=args.expected_version,
+                                      wait=args.wait)  # fmt: skip
+        return _print_receipt(args, receipt)
+
+    return _client_call(args, body)
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    async def body(client: Any) -> int:
+        item = await client.get(args.key)
+        if item is None:
+            if args.json:
+                print(json.dumps({"found": False, "key": args.key}))
+            else:
+                print(f"not found: {args.key}", file=sys.stderr)
+            return EXIT_NOT_FOUND
+        if args.json:
+            print(json.dumps({"found": True, "item": _item_json(item)}))
+        else:
+            print(f"{item.key}  version {item.version}  [{item.type.value}]")
+            print(f"  value:   {json.dumps(item.value, ensure_ascii=False)}")
+            print(f"  content: {item.content}")
+            if item.tags:
+                print(f"  tags:    {', '.join(item.tags)}")
+            if item.expires_at:
+                print(f"  expires: {item.expires_at:.0f}")
+        return 0
+
+    return _client_call(args, body)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    async def body(client: Any) -> int:
+        page = await client.list(args.prefix, cursor=args.cursor, limit=args.limit)
+        if args.json:
+            print(json.dumps({"items": [_item_json(i) for i in page.items],
+                              "next_cursor": page.next_cursor}))  # fmt: skip
+            return 0
+        for item in page.items:
+            print(f"{item.key}  v{item.version}  [{item.type.value}]  {item.content}")
+        if page.next_cursor:
+            print(f"(more: --cursor {page.next_cursor})")
+        return 0
+
+    return _client_call(args, body)
+
+
+# --- the parser ------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zeromem",
+        description="Zero-token memory for agent fleets: commands over NATS, state in Redis.",
+    )
+    parser.add_argument("--data-dir", help="where `up` keeps its servers' data (default ./.zeromem)")
+    parser.add_argument("--shards", type=int, help="shard count (default 16; all parties must agree)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = sub.add_parser("up", help="run the whole stack on this machine",
+                        description="Start NATS (JetStream) and Redis unless NATS_URL/REDIS_URL "
+                        "are set, then the workers and the read services. Ctrl-C stops all.")  # fmt: skip
+    up.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    up.add_argument("--readers", type=int, default=1, help="read-service processes (default 1)")
+    up.set_defaults(func=cmd_up)
+
+    worker = sub.add_parser("worker", help="apply the commands of a set of shards",
+                            description="Own shards s where s %% COUNT == INDEX (a StatefulSet "
+                            "ordinal maps to --index) and apply their commands to Redis.")  # fmt: skip
+    worker.add_argument("--index", type=int, default=0, help="this worker's ordinal (default 0)")
+    worker.add_argument("--count", type=int, default=1, help="number of workers (default 1)")
+    worker.set_defaults(func=cmd_worker)
+
+    serve = sub.add_parser("serve", help="answer get, list and recall requests",
+                           description="The read services: exact get/list and ranked recall, "
+                           "in NATS queue groups so replicas share the load.")  # fmt: skip
+    serve.set_defaults(func=cmd_serve)
+
+    def client_parser(name: str, help_: str, description: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=description)
+        p.add_argument("--tenant", default="default", help="tenant (default 'default')")
+        p.add_argument("--agent", default="cli", help="agent id recorded with the command")
+        p.add_argument("--json", action="store_true", help="print JSON")
+        return p
+
+    put = client_parser("put", "create or replace a memory",
+                        "Publish a put command. KEY is namespace:owner:name (e.g. "
+                        "user:u1:pref_lang); VALUE is JSON, or a plain string.")  # fmt: skip
+    put.add_argument("key")
+    put.add_argument("value")
+    put.add_argument("--content", help="summary of at most 200 characters (derived if absent)")
+    put.add_argument("--type", default="fact", choices=[t.value for t in MemoryType])
+    put.add_argument("--tag", action="append", help="a tag (repeatable)")
+    put.add_argument("--ref", action="append", help="key of a related memory (repeatable)")
+    put.add_argument("--ttl", type=float, help="seconds until it expires")
+    put.add_argument("--expected-version", type=int,
+                     help="apply only at this version (0: only if the key does not exist)")
+    put.add_argument("--wait", default="applied", choices=["none", "stored", "applied"],
+                     help="how long to wait (default applied: print the new version)")
+    put.set_defaults(func=cmd_put)
+
+    get = client_parser("get", "read one memory", "Print the memory at KEY (exit 4 if none).")
+    get.add_argument("key")
+    get.set_defaults(func=cmd_get)
+
+    list_ = client_parser("list", "list memories by key prefix",
+                          "Print the memories whose key starts with PREFIX, in key order.")
+    list_.add_argument("prefix", nargs="?", default="")
+    list_.add_argument("--limit", type=int, default=50)
+    list_.add_argument("--cursor", default="", help="continue after this key")
+    list_.set_defaults(func=cmd_list)
+
+    delete = client_parser("delete", "delete a memory", "Publish a delete command for KEY.")
+    delete.add_argument("key")
+    delete.add_argument("--expected-version", type=int)
+    delete.add_argument("--wait", default="applied", choices=["none", "stored", "applied"])
+    delete.set_defaults(func=cmd_delete)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

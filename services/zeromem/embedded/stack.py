@@ -1,0 +1,112 @@
+"""The embedded stack's servers and the state file that lets the CLI find them.
+
+``zeromem up`` writes ``{data_dir}/stack.json`` with the URLs; any ``zeromem`` command run
+from the same directory reads it, so no flag is needed to reach a running stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from zeromem.embedded.servers import NatsServer, RedisServer, port_is_free
+
+STATE_FILE = "stack.json"
+
+
+@dataclass(frozen=True, slots=True)
+class StackInfo:
+    nats_url: str
+    redis_url: str
+    pid: int
+
+
+def _reachable(url: str) -> bool:
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 0), 0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _previous_ports(data_dir: Path) -> tuple[int | None, int | None]:
+    try:
+        info = json.loads((data_dir / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return None, None
+    ports = []
+    for url in (info.get("nats_url", ""), info.get("redis_url", "")):
+        port = urlparse(url).port
+        ports.append(port if port and port_is_free(port) else None)
+    return ports[0], ports[1]
+
+
+def find_running_stack(data_dir: Path) -> StackInfo | None:
+    """The stack started by ``zeromem up`` in ``data_dir``, if it still answers."""
+    try:
+        info = StackInfo(**json.loads((Path(data_dir) / STATE_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    if _reachable(info.nats_url) and _reachable(info.redis_url):
+        return info
+    return None
+
+
+class EmbeddedStack:
+    """nats-server with JetStream and a Redis-compatible server under one data dir.
+
+    Data survives a restart: JetStream's store and Redis's append-only file stay in the
+    data dir, and the previous ports are reused when they are free.
+    """
+
+    def __init__(self, data_dir: Path, *, nats_url: str = "", redis_url: str = "") -> None:
+        self.data_dir = Path(data_dir).resolve()
+        nats_port, redis_port = _previous_ports(self.data_dir)
+        self.nats = None if nats_url else NatsServer(self.data_dir / "nats", nats_port)
+        self.redis = None if redis_url else RedisServer(self.data_dir / "redis", redis_port)
+        self._nats_url = nats_url
+        self._redis_url = redis_url
+
+    @property
+    def nats_url(self) -> str:
+        return self.nats.url if self.nats else self._nats_url
+
+    @property
+    def redis_url(self) -> str:
+        return self.redis.url if self.redis else self._redis_url
+
+    def start(self) -> EmbeddedStack:
+        try:
+            if self.nats:
+                self.nats.start()
+            if self.redis:
+                self.redis.start()
+        except BaseException:
+            self.stop()
+            raise
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        info = StackInfo(self.nats_url, self.redis_url, os.getpid())
+        (self.data_dir / STATE_FILE).write_text(json.dumps(asdict(info), indent=2) + "\n")
+        return self
+
+    def stop(self) -> None:
+        for server in (self.redis, self.nats):
+            if server is not None:
+                server.stop()
+        state = self.data_dir / STATE_FILE
+        try:
+            if json.loads(state.read_text()).get("pid") == os.getpid():
+                state.unlink()
+        except (OSError, ValueError):
+            pass
+
+    def __enter__(self) -> EmbeddedStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

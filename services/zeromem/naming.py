@@ -1,0 +1,155 @@
+"""Every NATS subject, stream and consumer name and every Redis key pattern, in one place.
+
+Nothing else in the code base writes such a string inline: a change of layout is a change
+of this file. Sharding lives here too, because the shard is part of the subject.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+# --- NATS ------------------------------------------------------------------------------
+
+COMMAND_STREAM = "ZM_COMMANDS"
+DEAD_LETTER_STREAM = "ZM_DEAD_LETTERS"
+
+_PREFIX = "zm"
+
+
+def command_subject(tenant: str, shard: int) -> str:
+    """Where agents publish commands: ``zm.cmd.{tenant}.{shard}``."""
+    return f"{_PREFIX}.cmd.{tenant}.{shard}"
+
+
+COMMAND_SUBJECTS = f"{_PREFIX}.cmd.*.*"  # what the command stream captures
+
+
+def shard_filter_subject(shard: int) -> str:
+    """The commands of one shard, for every tenant."""
+    return f"{_PREFIX}.cmd.*.{shard}"
+
+
+def tenant_of_command_subject(subject: str) -> str:
+    return subject.split(".", 3)[2]
+
+
+def shard_consumer(shard: int) -> str:
+    """The durable pull consumer that the worker owning ``shard`` reads from."""
+    return f"zm-shard-{shard}"
+
+
+def dead_letter_subject(shard: int) -> str:
+    return f"{_PREFIX}.dead.{shard}"
+
+
+DEAD_LETTER_SUBJECTS = f"{_PREFIX}.dead.*"
+
+
+def change_subject(tenant: str, shard: int, namespace: str, owner_id: str) -> str:
+    """The change feed: one event per applied, conflicting or rejected command."""
+    return f"{_PREFIX}.chg.{tenant}.{shard}.{namespace}.{owner_id}"
+
+
+def change_watch_subject(tenant: str, namespace: str = "*", owner_id: str = "*") -> str:
+    """A subscription to the changes of an owner (``task``, ``t42``) or a whole tenant."""
+    return f"{_PREFIX}.chg.{tenant}.*.{namespace}.{owner_id}"
+
+
+def query_subject(tenant: str, kind: str) -> str:
+    """Request-reply reads: ``kind`` is ``get``, ``list`` or ``recall``."""
+    return f"{_PREFIX}.q.{tenant}.{kind}"
+
+
+def query_subject_all(kind: str) -> str:
+    return f"{_PREFIX}.q.*.{kind}"
+
+
+QUERY_QUEUE_GROUP = "zm-query"
+RECALL_QUEUE_GROUP = "zm-recall"
+REPLY_HEADER = "Zm-Reply"  # where a caller that waits for the result wants it
+MSG_ID_HEADER = "Nats-Msg-Id"  # JetStream's dedupe header, set to the command id
+DEAD_REASON_HEADER = "Zm-Reason"
+
+
+def reply_inbox_prefix(client_id: str) -> str:
+    return f"_INBOX.zm.{client_id}"
+
+
+# --- Sharding --------------------------------------------------------------------------
+
+DEFAULT_SHARDS = 16
+
+
+def shard_for(tenant: str, owner: str, shards: int) -> int:
+    """A stable hash of (tenant, owner) mod the shard count: the same in every process and
+    every language (CRC-32 of ``tenant + NUL + owner`` in UTF-8)."""
+    return zlib.crc32(f"{tenant}\x00{owner}".encode()) % shards
+
+
+def shards_of_worker(index: int, count: int, shards: int) -> list[int]:
+    """The shards worker ``index`` of ``count`` owns (a StatefulSet ordinal maps here)."""
+    if not 0 <= index < count:
+        raise ValueError(f"worker index {index} is outside 0..{count - 1}")
+    return [s for s in range(shards) if s % count == index]
+
+
+# --- Redis -----------------------------------------------------------------------------
+
+
+class RedisKeys:
+    """Builds the Redis keys of one tenant. Per-owner keys carry the owner in a hash tag so
+    one owner's data would stay in one slot of a cluster."""
+
+    __slots__ = ("tenant",)
+
+    def __init__(self, tenant: str) -> None:
+        self.tenant = tenant
+
+    def item(self, key: str) -> str:
+        """Hash: v (version), d (msgpack item, empty for a tombstone), lc (last command id),
+        fl/fd/fi (feedback counts), tk:{encoding} (cached token count of the content)."""
+        return f"zm:{self.tenant}:m:{key}"
+
+    def command(self, command_id: str) -> str:
+        """The stored result of an applied command: makes a redelivery idempotent."""
+        return f"zm:{self.tenant}:c:{command_id}"
+
+    def keys(self) -> str:
+        """Sorted set of every live key (score 0), listed by prefix with ZRANGEBYLEX."""
+        return f"zm:{self.tenant}:keys"
+
+    def expiring(self) -> str:
+        """Sorted set key -> expires_at, which the reaper walks."""
+        return f"zm:{self.tenant}:exp"
+
+    def by_time(self, owner: str) -> str:
+        return f"zm:{self.tenant}:o:{{{owner}}}:t"
+
+    def by_type(self, owner: str, type_: str) -> str:
+        return f"zm:{self.tenant}:o:{{{owner}}}:ty:{type_}"
+
+    def by_tag(self, owner: str, tag: str) -> str:
+        return f"zm:{self.tenant}:o:{{{owner}}}:tg:{tag}"
+
+    def by_term(self, owner: str, term: str) -> str:
+        """Inverted index for recall: key -> term frequency."""
+        return f"zm:{self.tenant}:o:{{{owner}}}:w:{term}"
+
+    def owner_stats(self, owner: str) -> str:
+        """Hash: n (live memories), len (total indexed terms), for BM25's length norm."""
+        return f"zm:{self.tenant}:o:{{{owner}}}:st"
+
+
+TENANTS_KEY = "zm:tenants"  # set of tenants seen, for the reaper and the stats
+EXPIRING_TENANTS_KEY = "zm:exp-tenants"
+
+
+def shard_sequence_key() -> str:
+    """Hash shard -> last applied command-stream sequence (written atomically with each
+    apply, so a restart or a rebuild resumes at the right place)."""
+    return "zm:shard-seq"
+
+
+def shard_lease_key(shard: int) -> str:
+    """Fencing token: only the worker holding a shard's lease may apply its commands."""
+    return f"zm:lease:{shard}"

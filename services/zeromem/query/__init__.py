@@ -1,0 +1,1 @@
+"""The read path: exact reads (get, list) over NATS request-reply."""

@@ -1,0 +1,54 @@
+"""Reading memories out of Redis: shared by the query and recall services.
+
+Expiry is enforced here as well as by the reaper: a memory whose ``expires_at`` has passed
+is never returned, even in the moment before the reaper removes it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import msgspec
+from redis.asyncio import Redis
+
+from zeromem import naming
+from zeromem.schemas import ListReply, MemoryItem
+from zeromem.worker.store import ITEM_FIELDS, decode_item_hash
+
+
+def live_item(fields: Sequence[bytes | None], now: float) -> MemoryItem | None:
+    state = decode_item_hash(fields)
+    item = state.live(now)
+    if item is None:
+        return None
+    return msgspec.structs.replace(item, feedback=state.feedback)
+
+
+async def get_items(redis: Redis, tenant: str, keys: Sequence[str]) -> list[MemoryItem | None]:
+    rkeys = naming.RedisKeys(tenant)
+    now = time.time()
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in keys:
+            pipe.hmget(rkeys.item(key), ITEM_FIELDS)
+        replies = await pipe.execute()
+    return [live_item(r, now) for r in replies]
+
+
+async def list_keys(
+    redis: Redis, tenant: str, prefix: str, cursor: str, limit: int, with_items: bool
+) -> ListReply:
+    """One page of live keys starting with ``prefix``, after ``cursor``, in key order."""
+    rkeys = naming.RedisKeys(tenant)
+    start = b"(" + cursor.encode() if cursor else b"[" + prefix.encode()
+    end = b"[" + prefix.encode() + b"\xff"
+    raw = await redis.zrangebylex(rkeys.keys(), start, end, start=0, num=limit + 1)
+    page = [k.decode() for k in raw[:limit]]
+    more = len(raw) > limit
+    items = await get_items(redis, tenant, page)
+    live = [(k, item) for k, item in zip(page, items, strict=True) if item is not None]
+    return ListReply(
+        keys=tuple(k for k, _ in live),
+        items=tuple(item for _, item in live) if with_items else (),
+        next_cursor=page[-1] if more and page else "",
+    )

@@ -1,0 +1,379 @@
+"""``MemoryClient``: the agent's side of zeromem.
+
+Writes are commands published to JetStream; by default the call returns as soon as the
+message is handed to the connection (fire-and-forget), and the publish acknowledgement is
+tracked in the background. ``wait="stored"`` returns once JetStream has the command,
+``wait="applied"`` once a worker has applied it (new version) or refused it (conflict).
+
+Reads go over NATS request-reply to the query service, so an agent never needs Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, TypeVar
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+
+from zeromem import naming
+from zeromem.ids import new_command_id
+from zeromem.schemas import (
+    CONTENT_MAX_CHARS,
+    Applied,
+    Command,
+    Conflict,
+    Delete,
+    ErrorReply,
+    Expire,
+    Feedback,
+    FeedbackKind,
+    GetReply,
+    GetRequest,
+    ListReply,
+    ListRequest,
+    MemoryItem,
+    MemoryKey,
+    MemoryType,
+    Patch,
+    Put,
+    Rejected,
+    Result,
+    decode,
+    decode_result,
+    encode,
+)
+from zeromem.sdk.errors import (
+    RequestRejectedError,
+    ServiceUnavailableError,
+    WaitTimeoutError,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+ERROR_HEADER = "Zm-Error"  # set by the services on an ErrorReply
+
+
+class Wait(str, Enum):
+    NONE = "none"  # handed to the connection; JetStream's ack is checked in the background
+    STORED = "stored"  # JetStream has persisted the command
+    APPLIED = "applied"  # a worker applied it, or answered conflict / rejected
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What a write returns. ``status`` is ``published``, ``stored``, ``applied``,
+    ``conflict`` or ``rejected``; the last three come with ``wait="applied"``."""
+
+    command_id: str
+    key: str
+    status: str
+    stream_seq: int = 0
+    duplicate: bool = False  # JetStream had already stored this command id
+    result: Result | None = None
+
+    @property
+    def version(self) -> int:
+        return self.result.version if isinstance(self.result, Applied) else 0
+
+    @property
+    def current_version(self) -> int:
+        return self.result.current_version if isinstance(self.result, Conflict) else self.version
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("published", "stored", "applied")
+
+    @property
+    def reason(self) -> str:
+        return self.result.reason if isinstance(self.result, Rejected) else ""
+
+
+_MISSING: Any = object()
+
+
+class MemoryClient:
+    """An async client bound to one tenant and one agent identity."""
+
+    def __init__(
+        self,
+        nc: NatsClient,
+        *,
+        tenant: str = "default",
+        agent: str = "agent",
+        shards: int = naming.DEFAULT_SHARDS,
+        timeout: float = 5.0,
+        own_connection: bool = False,
+    ) -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.tenant = tenant
+        self.agent = agent
+        self.shards = shards
+        self.timeout = timeout
+        self._own_connection = own_connection
+        self._inbox = naming.reply_inbox_prefix(uuid.uuid4().hex)
+        self._waiting: dict[str, asyncio.Future[Result]] = {}
+        self._reply_sub: Any = None
+        self.publish_failures = 0
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str | None = None,
+        *,
+        tenant: str = "default",
+        agent: str = "agent",
+        shards: int | None = None,
+        timeout: float = 5.0,
+    ) -> MemoryClient:
+        """Connect to ``url``; without one, ZEROMEM_NATS_URL / NATS_URL, then the embedded
+        stack ``zeromem up`` runs in this directory."""
+        from zeromem.settings import Settings
+
+        settings = Settings.from_env()
+        if not url:
+            url = settings.nats_url or _embedded_nats_url(settings)
+        nc = await nats.connect(url, name=f"zeromem-sdk-{agent}", max_reconnect_attempts=-1,
+                                reconnect_time_wait=0.25)  # fmt: skip
+        return cls(nc, tenant=tenant, agent=agent, shards=shards or settings.shards,
+                   timeout=timeout, own_connection=True)  # fmt: skip
+
+    async def close(self) -> None:
+        await self.flush()
+        if self._reply_sub is not None:
+            with contextlib.suppress(Exception):
+                await self._reply_sub.unsubscribe()
+        if self._own_connection:
+            await self.nc.drain()
+
+    async def __aenter__(self) -> MemoryClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Wait until every fire-and-forget write so far is stored by JetStream."""
+        if self.js.publish_async_pending():
+            await asyncio.wait_for(self.js.publish_async_completed(), timeout or self.timeout * 6)
+        await self.nc.flush()
+
+    # --- writes --------------------------------------------------------------------------
+
+    async def put(
+        self,
+        key: str,
+        value: Any = None,
+        *,
+        content: str | None = None,
+        type: MemoryType | str = MemoryType.FACT,
+        tags: Iterable[str] = (),
+        references: Iterable[str] = (),
+        source: str | None = None,
+        confidence: float = 1.0,
+        ttl: float | None = None,
+        expected_version: int | None = None,
+        wait: Wait | str = Wait.NONE,
+    ) -> Receipt:
+        """Create or replace the memory at ``key`` (``namespace:owner:name``); a key with
+        no name (``task:t42``) appends a new memory under a generated, time-ordered name."""
+        return await self.send(
+            Put(
+                **self._envelope(key, expected_version),
+                value=value,
+                content=_fit_content(content),
+                type=MemoryType(type),
+                tags=tuple(tags),
+                references=tuple(references),
+                source=source,
+                confidence=confidence,
+                ttl_s=ttl,
+            ),
+            wait,
+        )
+
+    async def patch(
+        self,
+        key: str,
+        patch: dict[str, Any],
+        *,
+        content: str | None = None,
+        tags: Iterable[str] | None = None,
+        expected_version: int | None = None,
+        wait: Wait | str = Wait.NONE,
+    ) -> Receipt:
+        """Merge ``patch`` into the memory's value (JSON merge patch: ``None`` removes)."""
+        return await self.send(
+            Patch(**self._envelope(key, expected_version), patch=patch,
+                  content=_fit_content(content), tags=None if tags is None else tuple(tags)),
+            wait,
+        )  # fmt: skip
+
+    async def delete(
+        self, key: str, *, expected_version: int | None = None, wait: Wait | str = Wait.NONE
+    ) -> Receipt:
+        return await self.send(Delete(**self._envelope(key, expected_version)), wait)
+
+    async def expire(
+        self,
+        key: str,
+        ttl: float | None,
+        *,
+        expected_version: int | None = None,
+        wait: Wait | str = Wait.NONE,
+    ) -> Receipt:
+        """Let the memory live ``ttl`` more seconds; ``ttl=None`` keeps it forever."""
+        return await self.send(Expire(**self._envelope(key, expected_version), ttl_s=ttl), wait)
+
+    async def feedback(
+        self, key: str, kind: FeedbackKind | str, *, wait: Wait | str = Wait.NONE
+    ) -> Receipt:
+        """Count ``liked``, ``disliked`` or ``important`` on a memory (weighs recall)."""
+        return await self.send(
+            Feedback(**self._envelope(key, None), kind=FeedbackKind(kind)), wait
+        )
+
+    def _envelope(self, key: str, expected_version: int | None) -> dict[str, Any]:
+        return {
+            "id": new_command_id(),
+            "tenant": self.tenant,
+            "agent": self.agent,
+            "ts": time.time(),
+            "key": key,
+            "expected_version": expected_version,
+        }
+
+    async def send(self, command: Command, wait: Wait | str = Wait.NONE) -> Receipt:
+        """Publish any command (built by hand or by the helpers above)."""
+        wait = Wait(wait)
+        parsed = MemoryKey.parse(command.key)  # fail fast, in the agent, on a bad key
+        key = command.key if parsed.name else f"{command.key}:{command.id}"
+        subject = naming.command_subject(
+            command.tenant, naming.shard_for(command.tenant, parsed.owner, self.shards)
+        )
+        headers = {naming.MSG_ID_HEADER: command.id}
+        result_future: asyncio.Future[Result] | None = None
+        if wait is Wait.APPLIED:
+            await self._ensure_reply_subscription()
+            headers[naming.REPLY_HEADER] = f"{self._inbox}.{command.id}"
+            result_future = asyncio.get_running_loop().create_future()
+            self._waiting[command.id] = result_future
+        ack_future = await self.js.publish_async(subject, encode(command), headers=headers)
+
+        if wait is Wait.NONE:
+            ack_future.add_done_callback(self._check_background_ack)
+            return Receipt(command.id, key, "published")
+        try:
+            ack = await asyncio.wait_for(ack_future, self.timeout)
+        except TimeoutError:
+            self._waiting.pop(command.id, None)
+            raise ServiceUnavailableError("JetStream", self.timeout) from None
+        if result_future is None:
+            return Receipt(command.id, key, "stored", ack.seq, bool(ack.duplicate))
+        try:
+            result = await asyncio.wait_for(result_future, self.timeout)
+        except TimeoutError:
+            raise WaitTimeoutError(command.id, self.timeout) from None
+        finally:
+            self._waiting.pop(command.id, None)
+        status = {"Applied": "applied", "Conflict": "conflict"}.get(
+            type(result).__name__, "rejected"
+        )
+        return Receipt(command.id, key, status, ack.seq, bool(ack.duplicate), result)
+
+    def _check_background_ack(self, future: asyncio.Future[Any]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            self.publish_failures += 1
+            log.warning("a fire-and-forget write was not stored: %r",
+                        None if future.cancelled() else future.exception())  # fmt: skip
+
+    async def _ensure_reply_subscription(self) -> None:
+        if self._reply_sub is None:
+            self._reply_sub = await self.nc.subscribe(f"{self._inbox}.*", cb=self._on_result)
+
+    async def _on_result(self, msg: Msg) -> None:
+        future = self._waiting.get(msg.subject.rsplit(".", 1)[-1])
+        if future is not None and not future.done():
+            future.set_result(decode_result(msg.data))
+
+    # --- reads ---------------------------------------------------------------------------
+
+    async def get(self, key: str, default: Any = _MISSING) -> MemoryItem | Any:
+        """The memory at ``key``; ``None`` (or ``default``) when there is none. With a
+        default, an unreachable query service also yields the default instead of raising."""
+        try:
+            reply = await self._request(
+                "get", GetRequest(tenant=self.tenant, reader=self.agent, key=key), GetReply
+            )
+        except ServiceUnavailableError:
+            if default is _MISSING:
+                raise
+            log.warning("query service unreachable; returning the default for %s", key)
+            return default
+        if reply.found:
+            return reply.item
+        return None if default is _MISSING else default
+
+    async def get_value(self, key: str, default: Any = None) -> Any:
+        """The value at ``key``, or ``default`` when it is missing or unreachable."""
+        item = await self.get(key, default=None)
+        return default if item is None else item.value
+
+    async def list(
+        self, prefix: str = "", *, cursor: str = "", limit: int = 100, with_items: bool = True
+    ) -> ListReply:
+        """One page of memories whose key starts with ``prefix``; pass ``next_cursor`` on."""
+        request = ListRequest(tenant=self.tenant, reader=self.agent, prefix=prefix,
+                              cursor=cursor, limit=limit, with_items=with_items)  # fmt: skip
+        return await self._request("list", request, ListReply)
+
+    async def iter_list(self, prefix: str = "", *, page_size: int = 100) -> AsyncIterator[MemoryItem]:
+        cursor = ""
+        while True:
+            page = await self.list(prefix, cursor=cursor, limit=page_size)
+            for item in page.items:
+                yield item
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def _request(self, kind: str, request: Any, reply_type: type[T]) -> T:
+        subject = naming.query_subject(self.tenant, kind)
+        try:
+            msg = await self.nc.request(subject, encode(request), timeout=self.timeout)
+        except (NoRespondersError, NatsTimeoutError, TimeoutError):
+            raise ServiceUnavailableError(kind, self.timeout) from None
+        if msg.headers and ERROR_HEADER in msg.headers:
+            error = decode(msg.data, ErrorReply)
+            raise RequestRejectedError(error.code, error.error)
+        return decode(msg.data, reply_type)
+
+
+def _fit_content(content: str | None) -> str | None:
+    """Content over the limit is summarised by the encoder rather than rejected."""
+    if content is None or len(content) <= CONTENT_MAX_CHARS:
+        return content
+    from zeromem.encoding import default_encoder
+
+    return default_encoder().encode(content)
+
+
+def _embedded_nats_url(settings: Any) -> str:
+    from zeromem.embedded import find_running_stack
+
+    info = find_running_stack(settings.data_dir)
+    if info is None:
+        raise ServiceUnavailableError("embedded stack (run `zeromem up`, or set NATS_URL)", 0)
+    return info.nats_url

@@ -1,0 +1,30 @@
+"""Errors the SDK raises. Reads degrade (a default, or ``None`` for not found); only a
+service that cannot be reached or a request the service refuses raises."""
+
+from __future__ import annotations
+
+
+class ZeromemError(Exception):
+    pass
+
+
+class ServiceUnavailableError(ZeromemError):
+    def __init__(self, what: str, timeout: float) -> None:
+        self.what = what
+        self.timeout = timeout
+        super().__init__(f"no answer from the zeromem {what} service within {timeout:.1f}s")
+
+
+class RequestRejectedError(ZeromemError):
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(f"{code}: {message}")
+
+
+class WaitTimeoutError(ZeromemError):
+    def __init__(self, command_id: str, timeout: float) -> None:
+        self.command_id = command_id
+        super().__init__(
+            f"command {command_id} was stored but no result arrived within {timeout:.1f}s "
+            "(are workers running?); it will still be applied"
+        )

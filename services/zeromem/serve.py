@@ -1,0 +1,27 @@
+"""``zeromem serve``: the read services (get, list, recall) in one process."""
+
+from __future__ import annotations
+
+from faststream import FastStream
+from faststream.nats import NatsBroker
+from redis.asyncio import Redis
+
+from zeromem.bus import connect_redis
+from zeromem.query.service import register_query_handlers
+from zeromem.settings import Settings
+
+
+def build_read_broker(settings: Settings, redis: Redis) -> NatsBroker:
+    # logger=None: FastStream's per-message log line costs more than a read itself.
+    broker = NatsBroker(settings.nats_url, logger=None, max_reconnect_attempts=-1)
+    register_query_handlers(broker, redis)
+    return broker
+
+
+async def run_read_services(settings: Settings) -> None:
+    redis = connect_redis(settings)
+    app = FastStream(build_read_broker(settings, redis), logger=None)
+    try:
+        await app.run()
+    finally:
+        await redis.aclose()

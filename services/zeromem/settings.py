@@ -1,0 +1,48 @@
+"""Settings, built explicitly (``Settings.from_env()``), never read at import time."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from zeromem.naming import DEFAULT_SHARDS
+
+ENV_PREFIX = "ZEROMEM_"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    nats_url: str = ""  # empty: use the running embedded stack (see zeromem.embedded)
+    redis_url: str = ""
+    shards: int = DEFAULT_SHARDS
+    data_dir: Path = field(default_factory=lambda: Path(".zeromem"))
+    max_value_bytes: int = 64 * 1024
+    batch_size: int = 512
+    ack_wait_s: float = 30.0
+    dedupe_window_s: float = 120.0  # JetStream duplicate window on command ids
+    result_ttl_s: int = 7 * 24 * 3600  # how long a command's result answers redeliveries
+    tombstone_ttl_s: int = 7 * 24 * 3600
+    lease_ttl_s: float = 10.0
+    reaper_interval_s: float = 1.0
+    stream_max_age_s: float = 0.0  # 0 keeps the command log forever (rebuild needs it)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
+        """Read ``ZEROMEM_*`` variables (and the conventional NATS_URL / REDIS_URL)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None and f.name in ("nats_url", "redis_url"):
+                raw = env.get(f.name.upper())
+            if raw is None:
+                continue
+            default = getattr(cls(), f.name)
+            values[f.name] = type(default)(raw) if not isinstance(default, Path) else Path(raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def with_urls(self, nats_url: str, redis_url: str) -> Settings:
+        return replace(self, nats_url=nats_url, redis_url=redis_url)

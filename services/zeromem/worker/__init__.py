@@ -1,0 +1,1 @@
+"""The write path: shard workers that apply memory commands to Redis."""

@@ -1,0 +1,48 @@
+"""Turn a raw message into a command, or into the reason it must be dead-lettered.
+
+Everything an agent could get wrong is caught here, before any state is touched: bytes
+that are not msgpack, an unknown op, missing or mistyped fields, a key outside the grammar,
+content over 200 characters, a value over the size limit, a tenant in the payload that is
+not the subject's, a shard that is not the owner's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zeromem import naming
+from zeromem.schemas import Command, DecodeError, Put, decode_command, encode, owner_of
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    reason: str
+
+
+# Room for the envelope (ids, key, content, tags) around a value at the size limit.
+ENVELOPE_ALLOWANCE = 8 * 1024
+
+
+def admit(subject: str, data: bytes, *, shard: int, shards: int, max_value_bytes: int) -> Command | Invalid:
+    if len(data) > max_value_bytes + ENVELOPE_ALLOWANCE:
+        return Invalid(f"too_large: message is {len(data)} bytes, limit {max_value_bytes} for the value")
+    try:
+        command = decode_command(data)
+    except DecodeError as exc:
+        return Invalid(f"invalid: {exc}")
+    subject_tenant = naming.tenant_of_command_subject(subject)
+    if command.tenant != subject_tenant:
+        return Invalid(
+            f"tenant_mismatch: payload tenant {command.tenant!r} on subject of tenant {subject_tenant!r}"
+        )
+    expected_shard = naming.shard_for(command.tenant, owner_of(command.key), shards)
+    if expected_shard != shard:
+        return Invalid(
+            f"wrong_shard: owner {owner_of(command.key)!r} belongs to shard {expected_shard} of "
+            f"{shards}, published to shard {shard} (do publisher and workers agree on the shard count?)"
+        )
+    if isinstance(command, Put) and len(data) > max_value_bytes:
+        size = len(encode(command.value))
+        if size > max_value_bytes:
+            return Invalid(f"too_large: value is {size} bytes, limit {max_value_bytes}")
+    return command

@@ -1,0 +1,366 @@
+"""``zeromem worker``: own a set of shards and apply their commands in order.
+
+Per shard: take the shard's lease in Redis (so two workers never apply the same shard at
+once), bind to its durable pull consumer, then loop: fetch a batch, admit or dead-letter
+each message, decide every command in stream order, commit the decisions in one pipelined
+round trip, publish the results, ack. A failed round trip retries the same batch in place
+(never a later one first), so an owner's commands are applied strictly in publish order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from zeromem import naming
+from zeromem.bus import connect_nats, connect_redis, provision
+from zeromem.schemas import Command, DeadLetter, Rejected, Result, encode
+from zeromem.settings import Settings
+from zeromem.worker.engine import Engine, KeyState, Outcome
+from zeromem.worker.intake import Invalid, admit
+from zeromem.worker.store import DUPLICATE, FENCED, OK, STALE, Store
+
+log = logging.getLogger(__name__)
+
+_RENEW_LEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE_LEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class LeaseLostError(RuntimeError):
+    pass
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    """Counts since start, per outcome; the telemetry module reads these."""
+
+    applied: int = 0
+    conflicts: int = 0
+    rejected: int = 0
+    dead_lettered: int = 0
+    duplicates: int = 0
+    batches: int = 0
+    by_op: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Admitted:
+    msg: Msg
+    command: Command
+    key: str
+    sequence: int
+    timestamp: float
+
+
+class WorkerService:
+    def __init__(
+        self,
+        settings: Settings,
+        shards: Sequence[int],
+        *,
+        nc: NatsClient,
+        redis: Redis,
+        engine: Engine | None = None,
+    ) -> None:
+        self.settings = settings
+        self.shards = list(shards)
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream()
+        self.redis = redis
+        if engine is None:
+            from zeromem.worker.analysis import default_engine
+
+            engine = default_engine()
+        self.engine = engine
+        self.store = Store(
+            redis, result_ttl_s=settings.result_ttl_s, tombstone_ttl_s=settings.tombstone_ttl_s
+        )
+        self.stats = WorkerStats()
+        self.token = uuid.uuid4().hex
+        self._renew = redis.register_script(_RENEW_LEASE_LUA)
+        self._release = redis.register_script(_RELEASE_LEASE_LUA)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+        self.owned: set[int] = set()  # shards whose lease this worker holds right now
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> WorkerService:
+        await provision(self.js, self.settings)
+        self._tasks = [
+            asyncio.create_task(self._run_shard(shard), name=f"shard-{shard}")
+            for shard in self.shards
+        ]
+        return self
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+
+    async def wait_owned(self, timeout: float = 10.0) -> None:
+        """Until every shard's lease is held (tests and ``up`` wait on this)."""
+        deadline = time.monotonic() + timeout
+        while self.owned != set(self.shards):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"shards not acquired: {set(self.shards) - self.owned}")
+            await asyncio.sleep(0.02)
+
+    # --- one shard -----------------------------------------------------------------------
+
+    async def _run_shard(self, shard: int) -> None:
+        while not self._stopping.is_set():
+            try:
+                await self._acquire_lease(shard)
+                await self._consume(shard)
+            except asyncio.CancelledError:
+                raise
+            except LeaseLostError:
+                log.warning("lost the lease of shard %d; standing by", shard)
+            except Exception:
+                log.exception("shard %d loop failed; restarting it", shard)
+                await asyncio.sleep(0.5)
+            finally:
+                self.owned.discard(shard)
+
+    async def _acquire_lease(self, shard: int) -> None:
+        key = naming.shard_lease_key(shard)
+        ttl_ms = int(self.settings.lease_ttl_s * 1000)
+        while True:
+            try:
+                if await self.redis.set(key, self.token, nx=True, px=ttl_ms):
+                    break
+                if await self.redis.get(key) == self.token.encode():
+                    break
+            except RedisError as exc:
+                log.warning("redis unavailable while taking the lease of shard %d: %s", shard, exc)
+            await asyncio.sleep(min(1.0, self.settings.lease_ttl_s / 4))
+        self.owned.add(shard)
+
+    async def _keep_lease(self, shard: int) -> None:
+        key = naming.shard_lease_key(shard)
+        ttl_ms = int(self.settings.lease_ttl_s * 1000)
+        failures_since = None
+        while True:
+            await asyncio.sleep(self.settings.lease_ttl_s / 3)
+            try:
+                if not await self._renew(keys=[key], args=[self.token, ttl_ms]):
+                    raise LeaseLostError(shard)
+                failures_since = None
+            except RedisError:
+                failures_since = failures_since or time.monotonic()
+                if time.monotonic() - failures_since > self.settings.lease_ttl_s:
+                    raise LeaseLostError(shard) from None
+
+    async def _consume(self, shard: int) -> None:
+        psub = await self.js.pull_subscribe_bind(
+            durable=naming.shard_consumer(shard),
+            stream=naming.COMMAND_STREAM,
+            pending_msgs_limit=self.settings.batch_size * 4,
+        )
+        keeper = asyncio.create_task(self._keep_lease(shard))
+        try:
+            while not self._stopping.is_set():
+                if keeper.done():
+                    keeper.result()  # raises LeaseLostError
+                try:
+                    msgs = await psub.fetch(self.settings.batch_size, timeout=0.5)
+                except TimeoutError:
+                    continue
+                await self._process_until_done(shard, msgs)
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(BaseException):
+                await keeper
+            with contextlib.suppress(Exception):
+                await psub.unsubscribe()
+            with contextlib.suppress(Exception):
+                await self._release(keys=[naming.shard_lease_key(shard)], args=[self.token])
+
+    async def _process_until_done(self, shard: int, msgs: list[Msg]) -> None:
+        delay = 0.05
+        while True:
+            try:
+                await self.process(shard, msgs)
+                return
+            except RedisError as exc:
+                # Retry this same batch: moving on would apply a later command of an owner
+                # before an earlier one. Every commit is idempotent, so a retry is safe.
+                log.warning("redis error on shard %d, retrying the batch: %s", shard, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    # --- one batch -----------------------------------------------------------------------
+
+    async def process(self, shard: int, msgs: Sequence[Msg]) -> None:
+        admitted: list[_Admitted] = []
+        dead: list[tuple[Msg, str, int]] = []
+        for msg in msgs:
+            meta = msg.metadata
+            seq = meta.sequence.stream
+            verdict = admit(
+                msg.subject, msg.data, shard=shard, shards=self.settings.shards,
+                max_value_bytes=self.settings.max_value_bytes,
+            )  # fmt: skip
+            if isinstance(verdict, Invalid):
+                dead.append((msg, verdict.reason, seq))
+                continue
+            ts = meta.timestamp.timestamp() if meta.timestamp else time.time()
+            admitted.append(_Admitted(msg, verdict, self.engine.resolve_key(verdict), seq, ts))
+
+        if dead:
+            await self._dead_letter(shard, dead)
+        results = await self._apply(shard, admitted)
+        self.stats.batches += 1
+        await self._publish_results(shard, admitted, results)
+        for msg in msgs:
+            await msg.ack()
+
+    async def _apply(self, shard: int, batch: list[_Admitted]) -> list[Result]:
+        results: list[Result | None] = [None] * len(batch)
+        todo = list(range(len(batch)))
+        for _attempt in range(20):
+            if not todo:
+                break
+            todo = await self._apply_round(shard, batch, todo, results)
+        if todo:
+            raise RedisError(f"{len(todo)} commands stayed stale after 20 rounds")
+        return [r for r in results if r is not None]
+
+    async def _apply_round(
+        self, shard: int, batch: list[_Admitted], todo: list[int], results: list[Result | None]
+    ) -> list[int]:
+        """Read, decide and commit the commands at ``todo``; return those to redo."""
+        key_index: dict[tuple[str, str], int] = {}
+        for i in todo:
+            key_index.setdefault((batch[i].command.tenant, batch[i].key), len(key_index))
+        states, done = await self.store.read(
+            list(key_index), [(batch[i].command.tenant, batch[i].command.id) for i in todo]
+        )
+        live_states: dict[tuple[str, str], KeyState] = dict(zip(key_index, states, strict=True))
+
+        outcomes: list[Outcome] = []
+        committed_at: list[int] = []
+        for i, stored in zip(todo, done, strict=True):
+            item = batch[i]
+            if stored is not None:  # a redelivery: answer with the original result
+                results[i] = stored
+                self.stats.duplicates += 1
+                continue
+            state = live_states[(item.command.tenant, item.key)]
+            outcomes.append(self.engine.decide(item.command, item.key, state, item.timestamp))
+            committed_at.append(i)
+
+        replies = await self.store.commit(
+            outcomes,
+            shard=shard,
+            sequences=[batch[i].sequence for i in committed_at],
+            lease_token=self.token,
+        )
+        redo: list[int] = []
+        stale_keys: set[tuple[str, str]] = set()
+        for i, outcome, reply in zip(committed_at, outcomes, replies, strict=True):
+            ident = (outcome.command.tenant, outcome.key)
+            if reply.status == FENCED:
+                raise LeaseLostError(shard)
+            if reply.status == STALE or ident in stale_keys:
+                # Decided on a state someone else changed; everything after it for the same
+                # key was decided on top of it, so it is redone too (and its commit, if it
+                # got through, will be found as a duplicate).
+                stale_keys.add(ident)
+                redo.append(i)
+            elif reply.status == DUPLICATE:
+                results[i] = reply.stored_result
+                self.stats.duplicates += 1
+            elif reply.status == OK:
+                results[i] = outcome.result
+                self._count(outcome.result)
+        return sorted(redo)
+
+    def _count(self, result: Result) -> None:
+        status = type(result).__name__
+        if status == "Applied":
+            self.stats.applied += 1
+            self.stats.by_op[result.op] = self.stats.by_op.get(result.op, 0) + 1
+        elif status == "Conflict":
+            self.stats.conflicts += 1
+        else:
+            self.stats.rejected += 1
+
+    async def _publish_results(
+        self, shard: int, batch: list[_Admitted], results: list[Result]
+    ) -> None:
+        for item, result in zip(batch, results, strict=True):
+            data = encode(result)
+            namespace, owner_id, _ = item.key.split(":", 2)
+            await self.nc.publish(
+                naming.change_subject(item.command.tenant, shard, namespace, owner_id), data
+            )
+            headers = item.msg.headers
+            if headers and (reply_to := headers.get(naming.REPLY_HEADER)):
+                await self.nc.publish(reply_to, data)
+
+    async def _dead_letter(self, shard: int, dead: list[tuple[Msg, str, int]]) -> None:
+        now = time.time()
+        acks = []
+        for msg, reason, seq in dead:
+            letter = DeadLetter(
+                reason=reason, subject=msg.subject, raw=msg.data, received_at=now, stream_seq=seq
+            )
+            log.warning("dead-lettered command at seq %d on %s: %s", seq, msg.subject, reason[:300])
+            acks.append(
+                await self.js.publish_async(
+                    naming.dead_letter_subject(shard),
+                    encode(letter),
+                    headers={naming.DEAD_REASON_HEADER: reason[:200].replace("\n", " ")},
+                )
+            )
+            headers = msg.headers
+            if headers and (reply_to := headers.get(naming.REPLY_HEADER)):
+                await self.nc.publish(reply_to, encode(_rejection(msg, reason)))
+        await asyncio.gather(*acks)  # stored before the originals are acked: nothing is lost
+        self.stats.dead_lettered += len(dead)
+
+
+def _rejection(msg: Msg, reason: str) -> Result:
+    command_id = (msg.headers or {}).get(naming.MSG_ID_HEADER, "")
+    return Rejected(command_id=command_id, tenant=naming.tenant_of_command_subject(msg.subject),
+                    key="", op="", reason=reason, applied_at=time.time())  # fmt: skip
+
+
+async def run_worker(settings: Settings, index: int, count: int) -> None:
+    """Entry point of ``zeromem worker``: run until cancelled."""
+    shards = naming.shards_of_worker(index, count, settings.shards)
+    nc = await connect_nats(settings, name=f"zeromem-worker-{index}")
+    redis = connect_redis(settings)
+    worker = await WorkerService(settings, shards, nc=nc, redis=redis).start()
+    log.info("worker %d/%d owns shards %s", index, count, shards)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await worker.stop()
+        await nc.drain()
+        await redis.aclose()
