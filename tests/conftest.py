@@ -52,6 +52,17 @@ async def running(settings: Settings) -> AsyncIterator[Settings]:
 
 
 @pytest.fixture
+def isolated(tmp_path: Path) -> Iterator[Settings]:
+    """Servers of its own, for a test that counts everything on them or breaks them."""
+    stack = EmbeddedStack(tmp_path / "stack").start()
+    try:
+        yield Settings(nats_url=stack.nats_url, redis_url=stack.redis_url,
+                       data_dir=tmp_path / "data", **TEST_SETTINGS)  # type: ignore[arg-type]
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
 def tenant() -> str:
     return f"t{uuid.uuid4().hex[:12]}"
 

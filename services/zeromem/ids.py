@@ -1,19 +1,34 @@
 """Command ids: 26-character, time-ordered, collision-resistant (ULID layout).
 
 Time order matters because an appended memory (a key with no name) takes its command id as
-its name, so an owner's appended memories list in the order they were written.
+its name, so an owner's appended memories list in the order they were written. Within one
+millisecond the random part counts up (monotonic ULIDs), so a process's ids never go back.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32
+_RANDOM_BITS = 80
+
+_lock = threading.Lock()
+_last_ms = -1
+_last_random = 0
 
 
 def new_command_id() -> str:
-    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
+    global _last_ms, _last_random
+    with _lock:
+        now_ms = time.time_ns() // 1_000_000
+        if now_ms <= _last_ms:
+            now_ms = _last_ms  # a clock step back must not reorder ids either
+            _last_random = (_last_random + 1) % (1 << _RANDOM_BITS)
+        else:
+            _last_ms, _last_random = now_ms, int.from_bytes(os.urandom(10), "big") >> 1
+        value = now_ms << _RANDOM_BITS | _last_random
     chars = []
     for _ in range(26):
         chars.append(_ALPHABET[value & 31])

@@ -19,6 +19,12 @@ from typing import Any
 from zeromem.schemas import MemoryItem, MemoryType
 from zeromem.settings import Settings
 
+ENVIRONMENT_HELP = """environment:
+  ZEROMEM_NATS_URL, ZEROMEM_REDIS_URL  servers to use (NATS_URL / REDIS_URL also work);
+                                       unset: the stack `zeromem up` runs in this directory
+  ZEROMEM_SHARDS                       shard count, the same for every publisher and worker
+"""
+
 EXIT_CONFLICT = 3
 EXIT_NOT_FOUND = 4
 EXIT_UNAVAILABLE = 5
@@ -229,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
                            description="The read services: exact get/list and ranked recall, "
                            "in NATS queue groups so replicas share the load.")  # fmt: skip
     serve.set_defaults(func=cmd_serve)
+    for service in (worker, serve):
+        service.epilog = ENVIRONMENT_HELP
+        service.formatter_class = argparse.RawDescriptionHelpFormatter
 
     def client_parser(name: str, help_: str, description: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=description)

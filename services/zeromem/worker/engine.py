@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from zeromem import naming
+from zeromem.ids import new_command_id
 from zeromem.schemas import (
     Applied,
     Command,
@@ -40,6 +41,8 @@ IndexOp = tuple[str, str, Any, Any]
 
 # What the commit script does to the item hash.
 WRITE, TOMBSTONE, COUNT_FEEDBACK, NOTHING = "w", "t", "f", "-"
+
+REAPER_AGENT = "zeromem-reaper"  # the agent id recorded on expiries
 
 FEEDBACK_FIELDS = {"liked": "fl", "disliked": "fd", "important": "fi"}
 
@@ -148,7 +151,7 @@ class Engine:
             if live is None:
                 base.result = self._rejected(command, key, now, "not_found: no memory at this key")
                 return base
-            return self._tombstone(command, key, state, now, base)
+            return self._tombstone(command, key, state, now, base, "delete")
         else:  # pragma: no cover - the decoder admits only the types above
             raise TypeError(f"unknown command {type(command).__name__}")
 
@@ -209,15 +212,27 @@ class Engine:
             agent=command.agent,
         )
 
+    def reap(self, tenant: str, key: str, state: KeyState, now: float) -> Outcome | None:
+        """Remove a memory whose time to live has passed, with every index entry for it.
+        ``None`` if it is not (or no longer) expired."""
+        item = state.item
+        if item is None or item.expires_at is None or item.expires_at > now:
+            return None
+        command = Delete(id=f"exp-{new_command_id()}", tenant=tenant, agent=REAPER_AGENT,
+                         ts=now, key=key)  # fmt: skip
+        base = Outcome(command=command, key=key, result=self._rejected(command, key, now, ""),
+                       base_version=state.version, base_command=state.last_command)  # fmt: skip
+        return self._tombstone(command, key, state, now, base, "expired")
+
     def _tombstone(
-        self, command: Delete, key: str, state: KeyState, now: float, base: Outcome
+        self, command: Delete, key: str, state: KeyState, now: float, base: Outcome, op: str
     ) -> Outcome:
         assert state.item is not None
         base.action = TOMBSTONE
         base.new_version = state.version + 1
         base.ops = self._delete_ops(command.tenant, key, state.item)
         base.result = Applied(
-            command_id=command.id, tenant=command.tenant, key=key, op="delete",
+            command_id=command.id, tenant=command.tenant, key=key, op=op,
             agent=command.agent, applied_at=now, version=base.new_version,
             previous_version=state.version,
         )  # fmt: skip
@@ -262,72 +277,91 @@ class Engine:
         )  # fmt: skip
 
     # --- index maintenance ---------------------------------------------------------------
+    #
+    # A memory's index entries are a function of the memory alone (``_entries``); a write
+    # removes the entries the old version had and the new one lacks, and adds the rest.
+    # Owner statistics (counts and token sums, overall and per type) move by deltas.
+
+    def _entries(self, tenant: str, key: str, item: MemoryItem, doc: Analysis) -> dict[tuple[str, str], Any]:
+        """(redis key, kind) -> score for a sorted set, or None for a set."""
+        keys = naming.RedisKeys(tenant)
+        owner = _owner(key)
+        entries: dict[tuple[str, str], Any] = {
+            (keys.by_time(owner), "z"): item.updated_at,
+            (keys.keys(), "z"): 0,
+            (keys.by_type(owner, item.type.value), "s"): None,
+        }
+        for tag in item.tags:
+            entries[(keys.by_tag(owner, tag), "s")] = None
+        for term, tf in doc.terms.items():
+            entries[(keys.by_term(owner, term), "z")] = posting_score(tf, item.updated_at)
+        if item.expires_at is not None:
+            entries[(keys.expiring(), "z")] = item.expires_at
+        return entries
+
+    def _stats(self, item: MemoryItem, doc: Analysis, sign: int) -> dict[str, int]:
+        type_ = item.type.value
+        return {"n": sign, f"n:{type_}": sign, "len": sign * doc.length,
+                "tok": sign * doc.tokens, f"tok:{type_}": sign * doc.tokens}  # fmt: skip
 
     def _write_ops(
         self, tenant: str, key: str, old: MemoryItem | None, new: MemoryItem
     ) -> list[IndexOp]:
-        keys = naming.RedisKeys(tenant)
-        owner = _owner(key)
-        stats = keys.owner_stats(owner)
-        ops: list[IndexOp] = [(ZADD, keys.by_time(owner), new.updated_at, key)]
-        if old is None:
-            ops += [
-                (ZADD, keys.keys(), 0, key),
-                (HINCRBY, stats, "n", 1),
-                (SADD, naming.TENANTS_KEY, tenant, ""),
-            ]
-        if old is None or old.type != new.type:
-            if old is not None:
-                ops.append((SREM, keys.by_type(owner, old.type.value), key, ""))
-            ops.append((SADD, keys.by_type(owner, new.type.value), key, ""))
-        old_tags = set(old.tags) if old is not None else set()
-        ops += [(SREM, keys.by_tag(owner, t), key, "") for t in old_tags.difference(new.tags)]
-        ops += [(SADD, keys.by_tag(owner, t), key, "") for t in new.tags if t not in old_tags]
-
         new_doc = self.analyse(new)
-        old_doc = self.analyse(old) if old is not None else _EMPTY
-        if old is None or old_doc != new_doc:
-            old_terms = old_doc.terms
-            ops += [(ZREM, keys.by_term(owner, t), key, "") for t in old_terms if t not in new_doc.terms]
-            ops += [
-                (ZADD, keys.by_term(owner, t), tf, key)
-                for t, tf in new_doc.terms.items()
-                if old_terms.get(t) != tf
-            ]
-            if new_doc.length != old_doc.length:
-                ops.append((HINCRBY, stats, "len", new_doc.length - old_doc.length))
-            if new_doc.tokens != old_doc.tokens:
-                ops.append((HINCRBY, stats, "tok", new_doc.tokens - old_doc.tokens))
-        ops.append((HSET, keys.item(key), "dl", new_doc.length))
-        ops.append((HSET, keys.item(key), self.token_field, new_doc.tokens))
-
+        new_entries = self._entries(tenant, key, new, new_doc)
+        deltas = self._stats(new, new_doc, +1)
+        ops: list[IndexOp] = []
+        if old is not None:
+            old_doc = self.analyse(old)
+            old_entries = self._entries(tenant, key, old, old_doc)
+            ops += _removals(old_entries, new_entries, key)
+            for field_, delta in self._stats(old, old_doc, -1).items():
+                deltas[field_] = deltas.get(field_, 0) + delta
+        else:
+            old_entries = {}
+            ops.append((SADD, naming.TENANTS_KEY, tenant, ""))
+        for (rkey, kind), score in new_entries.items():
+            if kind == "s":
+                if (rkey, kind) not in old_entries:
+                    ops.append((SADD, rkey, key, ""))
+            elif old_entries.get((rkey, kind)) != score:
+                ops.append((ZADD, rkey, score, key))
+        stats = naming.RedisKeys(tenant).owner_stats(_owner(key))
+        ops += [(HINCRBY, stats, f, d) for f, d in deltas.items() if d]
+        item_key = naming.RedisKeys(tenant).item(key)
+        ops.append((HSET, item_key, "dl", new_doc.length))
+        ops.append((HSET, item_key, self.token_field, new_doc.tokens))
         if new.expires_at is not None:
-            ops.append((ZADD, keys.expiring(), new.expires_at, key))
             ops.append((SADD, naming.EXPIRING_TENANTS_KEY, tenant, ""))
-        elif old is not None and old.expires_at is not None:
-            ops.append((ZREM, keys.expiring(), key, ""))
         return ops
 
     def _delete_ops(self, tenant: str, key: str, old: MemoryItem) -> list[IndexOp]:
-        keys = naming.RedisKeys(tenant)
-        owner = _owner(key)
-        stats = keys.owner_stats(owner)
         doc = self.analyse(old)
-        ops: list[IndexOp] = [
-            (ZREM, keys.by_time(owner), key, ""),
-            (ZREM, keys.keys(), key, ""),
-            (HINCRBY, stats, "n", -1),
-            (SREM, keys.by_type(owner, old.type.value), key, ""),
-        ]
-        ops += [(SREM, keys.by_tag(owner, t), key, "") for t in old.tags]
-        ops += [(ZREM, keys.by_term(owner, t), key, "") for t in doc.terms]
-        if doc.length:
-            ops.append((HINCRBY, stats, "len", -doc.length))
-        if doc.tokens:
-            ops.append((HINCRBY, stats, "tok", -doc.tokens))
-        if old.expires_at is not None:
-            ops.append((ZREM, keys.expiring(), key, ""))
+        ops = _removals(self._entries(tenant, key, old, doc), {}, key)
+        stats = naming.RedisKeys(tenant).owner_stats(_owner(key))
+        ops += [(HINCRBY, stats, f, d) for f, d in self._stats(old, doc, -1).items() if d]
         return ops
+
+
+def _removals(
+    old: dict[tuple[str, str], Any], new: dict[tuple[str, str], Any], key: str
+) -> list[IndexOp]:
+    return [(ZREM if kind == "z" else SREM, rkey, key, "")
+            for (rkey, kind) in old if (rkey, kind) not in new]  # fmt: skip
+
+
+def posting_score(tf: int, updated_at: float) -> float:
+    """A posting's score in a term's sorted set: term frequency first, then recency, so the
+    best postings of a very common term can be read without reading them all. Exact in a
+    double: tf < 2**20 and updated_at < 10**10 s (millisecond resolution survives)."""
+    return tf * POSTING_TF_SCALE + updated_at
+
+
+def posting_tf(score: float) -> int:
+    return int(score // POSTING_TF_SCALE)
+
+
+POSTING_TF_SCALE = 1e10
 
 
 _EMPTY = Analysis(terms={}, length=0, tokens=0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zeromem import naming
-from zeromem.schemas import Command, DecodeError, Put, decode_command, encode, owner_of
+from zeromem.schemas import Command, DecodeError, Patch, Put, decode_command, encode, owner_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +30,8 @@ def admit(subject: str, data: bytes, *, shard: int, shards: int, max_value_bytes
         command = decode_command(data)
     except DecodeError as exc:
         return Invalid(f"invalid: {exc}")
+    except RecursionError:
+        return Invalid("invalid: value nested too deeply")
     subject_tenant = naming.tenant_of_command_subject(subject)
     if command.tenant != subject_tenant:
         return Invalid(
@@ -41,8 +43,8 @@ def admit(subject: str, data: bytes, *, shard: int, shards: int, max_value_bytes
             f"wrong_shard: owner {owner_of(command.key)!r} belongs to shard {expected_shard} of "
             f"{shards}, published to shard {shard} (do publisher and workers agree on the shard count?)"
         )
-    if isinstance(command, Put) and len(data) > max_value_bytes:
-        size = len(encode(command.value))
+    if isinstance(command, Put | Patch) and len(data) > max_value_bytes:
+        size = len(encode(command.value if isinstance(command, Put) else command.patch))
         if size > max_value_bytes:
             return Invalid(f"too_large: value is {size} bytes, limit {max_value_bytes}")
     return command

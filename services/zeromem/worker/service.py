@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis, provision
-from zeromem.schemas import Command, DeadLetter, Rejected, Result, encode
+from zeromem.schemas import Command, DeadLetter, Rejected, Result, encode, owner_of
 from zeromem.settings import Settings
 from zeromem.worker.engine import Engine, KeyState, Outcome
 from zeromem.worker.intake import Invalid, admit
@@ -58,6 +58,7 @@ class WorkerStats:
     rejected: int = 0
     dead_lettered: int = 0
     duplicates: int = 0
+    expired: int = 0
     batches: int = 0
     by_op: dict[str, int] = field(default_factory=dict)
 
@@ -110,6 +111,7 @@ class WorkerService:
             asyncio.create_task(self._run_shard(shard), name=f"shard-{shard}")
             for shard in self.shards
         ]
+        self._tasks.append(asyncio.create_task(self._run_reaper(), name="reaper"))
         return self
 
     async def stop(self) -> None:
@@ -221,10 +223,13 @@ class WorkerService:
         for msg in msgs:
             meta = msg.metadata
             seq = meta.sequence.stream
-            verdict = admit(
-                msg.subject, msg.data, shard=shard, shards=self.settings.shards,
-                max_value_bytes=self.settings.max_value_bytes,
-            )  # fmt: skip
+            try:
+                verdict = admit(
+                    msg.subject, msg.data, shard=shard, shards=self.settings.shards,
+                    max_value_bytes=self.settings.max_value_bytes,
+                )  # fmt: skip
+            except Exception as exc:  # never let one message stop the shard
+                verdict = Invalid(f"invalid: {type(exc).__name__}: {exc}")
             if isinstance(verdict, Invalid):
                 dead.append((msg, verdict.reason, seq))
                 continue
@@ -271,7 +276,19 @@ class WorkerService:
                 self.stats.duplicates += 1
                 continue
             state = live_states[(item.command.tenant, item.key)]
-            outcomes.append(self.engine.decide(item.command, item.key, state, item.timestamp))
+            try:
+                outcome = self.engine.decide(item.command, item.key, state, item.timestamp)
+            except Exception as exc:  # a command the rules cannot handle is refused, not retried
+                log.exception("could not decide command %s", item.command.id)
+                outcome = Outcome(
+                    command=item.command, key=item.key, base_version=state.version,
+                    base_command=state.last_command,
+                    result=Rejected(command_id=item.command.id, tenant=item.command.tenant,
+                                    key=item.key, op=type(item.command).__name__.lower(),
+                                    agent=item.command.agent, applied_at=item.timestamp,
+                                    reason=f"internal: {type(exc).__name__}"),
+                )  # fmt: skip
+            outcomes.append(outcome)
             committed_at.append(i)
 
         replies = await self.store.commit(
@@ -299,6 +316,58 @@ class WorkerService:
                 results[i] = outcome.result
                 self._count(outcome.result)
         return sorted(redo)
+
+    # --- expiry --------------------------------------------------------------------------
+
+    async def _run_reaper(self) -> None:
+        while not self._stopping.is_set():
+            await asyncio.sleep(self.settings.reaper_interval_s)
+            try:
+                await self.reap_expired()
+            except RedisError as exc:
+                log.warning("reaper: redis error, will retry: %s", exc)
+            except Exception:
+                log.exception("reaper failed; will retry")
+
+    async def reap_expired(self, limit: int = 512) -> int:
+        """Tombstone this worker's memories whose time to live has passed. The commit is
+        guarded like any other, so a command racing with the reaper wins cleanly."""
+        now = time.time()
+        reaped = 0
+        for raw_tenant in await self.redis.smembers(naming.EXPIRING_TENANTS_KEY):
+            tenant = raw_tenant.decode()
+            due = await self.redis.zrangebyscore(
+                naming.RedisKeys(tenant).expiring(), "-inf", now, start=0, num=limit
+            )
+            by_shard: dict[int, list[str]] = {}
+            for raw_key in due:
+                key = raw_key.decode()
+                shard = naming.shard_for(tenant, owner_of(key), self.settings.shards)
+                if shard in self.owned:
+                    by_shard.setdefault(shard, []).append(key)
+            for shard, keys in by_shard.items():
+                states, _ = await self.store.read([(tenant, k) for k in keys], [])
+                orphans = [k for k, st in zip(keys, states, strict=True)
+                           if st.item is None or st.item.expires_at is None]  # fmt: skip
+                if orphans:  # an index entry that outlived its memory: drop it
+                    await self.redis.zrem(naming.RedisKeys(tenant).expiring(), *orphans)
+                outcomes = [
+                    o for k, st in zip(keys, states, strict=True)
+                    if (o := self.engine.reap(tenant, k, st, now)) is not None
+                ]  # fmt: skip
+                replies = await self.store.commit(
+                    outcomes, shard=shard, sequences=[0] * len(outcomes), lease_token=self.token
+                )
+                for outcome, reply in zip(outcomes, replies, strict=True):
+                    if reply.status == OK:
+                        reaped += 1
+                        self.stats.expired += 1
+                        namespace, owner_id, _ = outcome.key.split(":", 2)
+                        await self.nc.publish(
+                            naming.change_subject(tenant, shard, namespace, owner_id),
+                            encode(outcome.result),
+                        )
+        return reaped
 
     def _count(self, result: Result) -> None:
         status = type(result).__name__

@@ -1,0 +1,39 @@
+# zeromem: `make run` starts the whole stack on embedded servers; `make test` runs the suite.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: help run test test-unit test-integration bench bench-write lint schemas clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP) ## create the virtualenv and install zeromem with its test tools
+
+run: $(STAMP) ## start NATS, Redis, the workers and the read services (Ctrl-C stops)
+	$(BIN)/zeromem up
+
+test: $(STAMP) ## the whole suite against real servers (a few minutes)
+	$(BIN)/python -m pytest -q
+
+test-unit: $(STAMP) ## unit tests only (no servers)
+	$(BIN)/python -m pytest -q tests/unit
+
+bench-write: $(STAMP) ## end-to-end applied/s next to raw JetStream publish/s
+	$(BIN)/python bench/write_throughput.py
+
+lint: $(STAMP) ## ruff
+	$(BIN)/python -m ruff check schemas services tests bench
+
+schemas: $(STAMP) ## regenerate the committed JSON Schema files
+	$(BIN)/python -m zeromem.schemas.export
+
+clean: ## remove the virtualenv and local data
+	rm -rf $(VENV) .zeromem .pytest_cache

@@ -1,0 +1,135 @@
+"""End-to-end write throughput next to the raw JetStream publish rate, in one run.
+
+    python bench/write_throughput.py [--commands 30000] [--owners 100] [--workers 2]
+
+1. Raw baseline: one Python process publishes N messages of the same size as a put
+   command with nats-py's JetStream async publish, to a plain stream, and waits for every
+   ack. That is the most a single publisher can push into JetStream here.
+2. zeromem: the same process publishes N fire-and-forget puts through the SDK across the
+   owners, while `zeromem worker` processes apply them to Redis with the version check and
+   every index; the clock stops when the last one is applied (verified in Redis).
+
+Both run against embedded servers started for this run. The last line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nats
+from nats.js.api import StreamConfig
+
+from zeromem import naming
+from zeromem.bus import connect_redis, provision
+from zeromem.embedded import EmbeddedStack
+from zeromem.schemas import Put, encode
+from zeromem.sdk import MemoryClient
+from zeromem.settings import Settings
+
+
+def sample_value(i: int) -> dict[str, object]:
+    return {"turn": i, "note": "user asked to move the meeting to Friday 10:00"}
+
+
+async def raw_publish_rate(url: str, n: int, payload: bytes) -> float:
+    nc = await nats.connect(url)
+    js = nc.jetstream(publish_async_max_pending=4000)
+    await js.add_stream(StreamConfig(name="BENCH_RAW", subjects=["bench.raw.>"]))
+    start = time.perf_counter()
+    for i in range(n):
+        await js.publish_async(f"bench.raw.{i % 16}", payload, headers={"Nats-Msg-Id": f"r{i}"})
+    await js.publish_async_completed()
+    elapsed = time.perf_counter() - start
+    await js.delete_stream("BENCH_RAW")
+    await nc.close()
+    return n / elapsed
+
+
+async def pending(js, shards: int) -> int:
+    total = 0
+    for shard in range(shards):
+        info = await js.consumer_info(naming.COMMAND_STREAM, naming.shard_consumer(shard))
+        total += info.num_pending + info.num_ack_pending
+    return total
+
+
+async def zeromem_rate(settings: Settings, n: int, owners: int) -> tuple[float, float]:
+    tenant = "bench"
+    per_owner = n // owners
+    async with await MemoryClient.connect(settings.nats_url, tenant=tenant, agent="bench",
+                                          shards=settings.shards) as client:  # fmt: skip
+        start = time.perf_counter()
+        for i in range(per_owner * owners):
+            await client.put(f"user:o{i % owners}:turn", sample_value(i // owners),
+                             content="moved the meeting to Friday 10:00", type="message")  # fmt: skip
+        await client.flush(timeout=120)
+        published = time.perf_counter() - start
+        while await pending(client.js, settings.shards):
+            await asyncio.sleep(0.01)
+        elapsed = time.perf_counter() - start
+    redis = connect_redis(settings)
+    try:
+        keys = naming.RedisKeys(tenant)
+        versions = [await redis.hget(keys.item(f"user:o{o}:turn"), "v") for o in range(owners)]
+    finally:
+        await redis.aclose()
+    assert all(int(v) == per_owner for v in versions), "not every command was applied"
+    return per_owner * owners / elapsed, per_owner * owners / published
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--commands", type=int, default=30_000)
+    parser.add_argument("--owners", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--shards", type=int, default=16)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
+        settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url, shards=args.shards)
+        payload = encode(Put(id="01JBENCHMARK0000000000000", tenant="bench", agent="bench",
+                             ts=time.time(), key="user:o1:turn", value=sample_value(1),
+                             content="moved the meeting to Friday 10:00", type="message"))  # fmt: skip
+        raw = await raw_publish_rate(stack.nats_url, args.commands, payload)
+
+        nc = await nats.connect(stack.nats_url)
+        await provision(nc.jetstream(), settings)
+        await nc.close()
+        env = dict(os.environ, ZEROMEM_NATS_URL=stack.nats_url, ZEROMEM_REDIS_URL=stack.redis_url,
+                   ZEROMEM_SHARDS=str(args.shards))  # fmt: skip
+        workers = [
+            subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index",
+                              str(i), "--count", str(args.workers)], env=env,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+            for i in range(args.workers)
+        ]
+        try:
+            await asyncio.sleep(1.5)  # leases taken, consumers bound
+            applied, published = await zeromem_rate(settings, args.commands, args.owners)
+        finally:
+            for w in workers:
+                w.terminate()
+            for w in workers:
+                w.wait(10)
+
+    ratio = applied / raw
+    print(f"commands                      {args.commands} across {args.owners} owners, "
+          f"{args.workers} worker process(es), {args.shards} shards")
+    print(f"raw JetStream async publish   {raw:10.0f} msg/s   (baseline, one Python process)")
+    print(f"zeromem SDK publish           {published:10.0f} cmd/s")
+    print(f"zeromem applied end to end    {applied:10.0f} cmd/s   ratio to raw {ratio:.2f}")
+    print(json.dumps({"commands": args.commands, "owners": args.owners, "workers": args.workers,
+                      "raw_publish_per_s": round(raw), "sdk_publish_per_s": round(published),
+                      "applied_per_s": round(applied), "ratio": round(ratio, 3)}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,95 @@
+"""Bad input is dead-lettered with its reason and raw bytes; everything around it applies."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import msgspec
+
+from tests.harness import ServiceSet
+from zeromem import naming
+from zeromem.bus import connect_nats
+from zeromem.schemas import DeadLetter, Put, decode, encode
+from zeromem.sdk import MemoryClient
+
+
+def valid(i: int, tenant: str = "acme") -> Put:
+    return Put(id=f"ok-{i}", tenant=tenant, agent="a", ts=time.time(), key=f"user:u{i % 3}:k{i}", value=i)
+
+
+def raw(**fields: object) -> bytes:
+    base = {"op": "put", "id": "bad", "tenant": "acme", "agent": "a", "ts": 1.0, "key": "user:u1:x"}
+    base.update(fields)
+    return msgspec.msgpack.encode(base)
+
+
+BAD_MESSAGES: list[tuple[str, bytes, str]] = [
+    ("not msgpack", b"\xc1\xff\x00garbage", "invalid"),
+    ("truncated msgpack", raw()[:-5], "invalid"),
+    ("unknown op", raw(op="explode"), "invalid"),
+    ("missing field", msgspec.msgpack.encode({"op": "put", "id": "x", "tenant": "acme"}), "invalid"),
+    ("mistyped field", raw(ts="yesterday"), "invalid"),
+    ("key outside the grammar", raw(key="user u1 x"), "invalid"),
+    ("content over 200 characters", raw(content="x" * 201), "invalid"),
+    ("value over the size limit", raw(value="v" * (64 * 1024 + 10)), "too_large"),
+    ("tenant mismatch", raw(tenant="other"), "tenant_mismatch"),
+    ("not a map", msgspec.msgpack.encode([1, 2, 3]), "invalid"),
+    ("deep nesting", raw(value=msgspec.Raw(b"\x91" * 3000 + b"\x00")), "invalid"),
+]
+
+
+async def test_each_bad_message_is_dead_lettered_and_valid_ones_apply(isolated) -> None:
+    settings = isolated
+    services = await ServiceSet.start(settings)
+    nc = await connect_nats(settings, "bad-input-test")
+    js = nc.jetstream()
+    try:
+        async with await MemoryClient.connect(settings.nats_url, tenant="acme",
+                                              shards=settings.shards) as client:  # fmt: skip
+            shard_of_u1 = naming.shard_for("acme", "user:u1", settings.shards)
+            n = 0
+            for _, data, _ in BAD_MESSAGES:
+                await client.send(valid(n))
+                n += 1
+                await js.publish(naming.command_subject("acme", shard_of_u1), data)
+            wrong_shard = (shard_of_u1 + 1) % settings.shards
+            await js.publish(naming.command_subject("acme", wrong_shard), raw(id="ws"))
+            await client.send(valid(n), wait="applied")
+            n += 1
+            await client.flush()
+
+            for _ in range(200):
+                if services.workers[0].stats.dead_lettered >= len(BAD_MESSAGES) + 1:
+                    break
+                await asyncio.sleep(0.05)
+            for i in range(n):
+                item = await client.get(f"user:u{i % 3}:k{i}")
+                assert item is not None and item.value == i
+
+        sub = await js.pull_subscribe(naming.DEAD_LETTER_SUBJECTS, stream=naming.DEAD_LETTER_STREAM)
+        letters = [decode(m.data, DeadLetter) for m in await sub.fetch(100, timeout=2)]
+        assert len(letters) == len(BAD_MESSAGES) + 1
+        by_raw = {letter.raw: letter for letter in letters}
+        for name, data, reason in BAD_MESSAGES:
+            assert data in by_raw, f"{name} was not dead-lettered with its raw bytes"
+            assert by_raw[data].reason.startswith(reason), (name, by_raw[data].reason)
+        assert any(letter.reason.startswith("wrong_shard") for letter in letters)
+        assert services.workers[0].stats.dead_lettered == len(BAD_MESSAGES) + 1
+    finally:
+        await nc.close()
+        await services.stop()
+
+
+async def test_a_waiting_caller_hears_why_its_command_was_refused(client: MemoryClient, running) -> None:
+    inbox = client.nc.new_inbox()
+    sub = await client.nc.subscribe(inbox)
+    subject = naming.command_subject(client.tenant,
+                                     naming.shard_for(client.tenant, "user:u1", running.shards))  # fmt: skip
+    await client.js.publish(subject, raw(tenant=client.tenant, content="y" * 300),
+                            headers={naming.MSG_ID_HEADER: "bad-1", naming.REPLY_HEADER: inbox})  # fmt: skip
+    from zeromem.schemas import Rejected, decode_result
+
+    result = decode_result((await sub.next_msg(timeout=5)).data)
+    assert isinstance(result, Rejected) and "$.content" in result.reason
+    assert encode(result)

@@ -1,0 +1,144 @@
+"""The term analyser shared by indexing (workers) and querying (recall)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from zeromem.recall.text import MAX_TERM_CHARS, doc_length, index_terms, stem, terms
+
+
+def test_lowercases_and_splits_on_non_alphanumerics() -> None:
+    assert terms("Invoice-API / Billing_Service!") == ["invoice", "api", "bill", "service"]
+
+
+def test_drops_stop_words() -> None:
+    assert terms("What is the language of the user?") == ["language", "user"]
+    assert terms("the a an of") == []
+
+
+def test_keeps_ids_and_dotted_versions_whole() -> None:
+    assert terms("task t42 for u10086 on v2.1 at 10.0.0.1") == [
+        "task", "t42", "u10086", "v2.1", "10.0.0.1",
+    ]
+    # A dot after letters is a separator, and a sentence-ending "2." is just 2.
+    assert terms("see file.txt, step 2.") == ["see", "file", "txt", "step", "2"]
+
+
+def test_apostrophes_do_not_split_words() -> None:
+    assert terms("the user's tickets") == ["user", "ticket"]
+    assert terms("user’s") == ["user"]  # typographic apostrophe
+
+
+def test_full_width_text_is_normalised() -> None:
+    assert terms("ＴＡＳＫ ｔ４２") == ["task", "t42"]
+
+
+@pytest.mark.parametrize(
+    ("words", "stemmed"),
+    [
+        (["answer", "answers", "answered", "answering"], "answer"),
+        (["prefer", "prefers", "preferred", "preferring"], "prefer"),
+        (["like", "likes", "liked", "liking"], "like"),
+        (["update", "updates", "updated", "updating"], "update"),
+        (["run", "runs", "running"], "run"),
+        (["code", "codes", "coded", "coding"], "code"),
+        (["use", "uses", "used", "using"], "use"),
+        (["policy", "policies"], "policy"),
+        (["class", "classes"], "class"),
+        (["box", "boxes"], "box"),
+        (["match", "matches"], "match"),
+        (["bill", "bills", "billing"], "bill"),
+    ],
+)
+def test_stemmer_conflates_inflections(words: list[str], stemmed: str) -> None:
+    assert {stem(w) for w in words} == {stemmed}
+
+
+@pytest.mark.parametrize(
+    "word", ["status", "analysis", "class", "string", "thing", "need", "speed", "news1", "t42s"]
+)
+def test_stemmer_is_conservative(word: str) -> None:
+    # Words that only look inflected, and anything with a digit, are left alone.
+    assert stem(word) == word
+
+
+def test_stemmer_leaves_non_ascii_words_alone() -> None:
+    assert stem("cafés") == "cafés"
+    assert terms("Straßen") == ["straßen"]
+
+
+def test_cjk_becomes_overlapping_bigrams() -> None:
+    assert terms("用户喜欢中文") == ["用户", "户喜", "喜欢", "欢中", "中文"]
+
+
+def test_cjk_bigrams_stop_at_punctuation_and_latin_text() -> None:
+    assert terms("中文，回答") == ["中文", "回答"]
+    assert terms("用中文answer问题") == ["用中", "中文", "answer", "问题"]
+
+
+def test_lone_cjk_character_is_a_unigram() -> None:
+    assert terms("我 like 茶") == ["我", "like", "茶"]
+
+
+def test_japanese_and_korean_are_bigrammed_too() -> None:
+    assert terms("テスト") == ["テス", "スト"]
+    assert terms("한국어") == ["한국", "국어"]
+
+
+def test_query_and_memory_share_terms_across_languages() -> None:
+    memory = set(index_terms("用户偏好中文回答", None, ()))
+    assert {"中文", "回答"} <= memory
+    assert set(terms("中文回答")) <= memory
+
+
+def test_terms_are_capped() -> None:
+    (term,) = terms("x" * 500)
+    assert len(term) == MAX_TERM_CHARS
+
+
+def test_empty_text() -> None:
+    assert terms("") == []
+    assert terms("  ,;  ") == []
+
+
+def test_index_terms_counts_content_name_and_tags() -> None:
+    tf = index_terms("Prefers answers in Chinese; answers short", "pref_lang", ["i18n"])
+    assert tf == {"prefer": 1, "answer": 2, "chinese": 1, "short": 1, "pref": 1, "lang": 1,
+                  "i18n": 1}
+    assert doc_length(tf) == 8
+
+
+def test_index_terms_splits_camel_case_and_separators_in_names() -> None:
+    assert set(index_terms("", "prefLang", ())) == {"pref", "lang"}
+    assert set(index_terms("", "HTTPServer.config-v2/notes@x", ())) == {
+        "http", "server", "config", "v2", "note", "x",
+    }
+
+
+def test_index_terms_keeps_each_tag_whole_as_well() -> None:
+    tf = index_terms("", None, ["billing-v2", "Urgent"])
+    assert tf == {"bill": 1, "v2": 1, "billing-v2": 1, "urgent": 1}  # "urgent" once, not twice
+
+
+def test_index_terms_ignores_generated_names() -> None:
+    assert index_terms("note", "01J9ZK3Q8X7Y6W5V4T3S2R1Q0P", ()) == {"note": 1}
+
+
+@given(st.text(max_size=300))
+def test_terms_are_deterministic_clean_and_bounded(text: str) -> None:
+    first = terms(text)
+    assert first == terms(text)
+    for term in first:
+        assert term
+        assert len(term) <= MAX_TERM_CHARS
+        assert not any(ch.isspace() for ch in term)
+
+
+@given(st.text(max_size=200), st.lists(st.text(min_size=1, max_size=20), max_size=5))
+def test_index_terms_length_matches_counts(content: str, tags: list[str]) -> None:
+    tf = index_terms(content, None, tags)
+    assert all(count > 0 for count in tf.values())
+    assert doc_length(tf) == sum(tf.values())
+    # Every query term of the content is findable in the index.
+    assert set(terms(content)) <= set(tf)

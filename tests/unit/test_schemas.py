@@ -1,0 +1,82 @@
+"""The wire contract: validation rules, and the committed JSON Schema files."""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+import pytest
+
+from zeromem.schemas import (
+    Delete,
+    InvalidKeyError,
+    MemoryKey,
+    Put,
+    decode_command,
+    encode,
+)
+from zeromem.schemas.export import DEFAULT_DIR, SCHEMAS, render
+
+
+def envelope(**overrides: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "op": "put", "id": "c1", "tenant": "acme", "agent": "planner", "ts": time.time(),
+        "key": "user:u10086:pref_lang",
+    }  # fmt: skip
+    base.update(overrides)
+    return base
+
+
+def test_round_trip_of_every_command() -> None:
+    put = Put(id="c1", tenant="acme", agent="a", ts=1.0, key="task:t42:status",
+              value={"state": "running"}, content="t42 running", tags=("ops",))  # fmt: skip
+    assert decode_command(encode(put)) == put
+    delete = Delete(id="c2", tenant="acme", agent="a", ts=1.0, key="task:t42:status",
+                    expected_version=3)  # fmt: skip
+    assert decode_command(encode(delete)) == delete
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"op": "explode"}, "Invalid value 'explode'"),
+        ({"key": "user u1 pref"}, "$.key"),
+        ({"key": "user:u1:pref:with:colons"}, "$.key"),
+        ({"key": "User:u1:x"}, "$.key"),
+        ({"tenant": "Acme Corp"}, "$.tenant"),
+        ({"content": "x" * 201}, "$.content"),
+        ({"ts": "yesterday"}, "$.ts"),
+        ({"expected_version": -1}, "$.expected_version"),
+        ({"confidence": 1.5}, "$.confidence"),
+        ({"surprise": 1}, "unknown field"),
+        ({"type": "gossip"}, "$.type"),
+    ],
+)
+def test_invalid_commands_are_refused_with_a_reason(change: dict[str, object], fragment: str) -> None:
+    with pytest.raises(msgspec.ValidationError) as info:
+        decode_command(msgspec.msgpack.encode(envelope(**change)))
+    assert fragment in str(info.value)
+
+
+def test_missing_fields_are_named() -> None:
+    data = envelope()
+    del data["agent"]
+    with pytest.raises(msgspec.ValidationError, match="agent"):
+        decode_command(msgspec.msgpack.encode(data))
+
+
+def test_key_grammar() -> None:
+    key = MemoryKey.parse("user:u10086:pref_lang")
+    assert (key.namespace, key.owner_id, key.name, key.owner) == ("user", "u10086", "pref_lang", "user:u10086")
+    assert MemoryKey.parse("task:t42").name is None
+    for bad in ("", "user", "user:", ":u1:x", "user:u 1:x", "user:u1:", "user:u.1:x"):
+        with pytest.raises(InvalidKeyError):
+            MemoryKey.parse(bad)
+
+
+@pytest.mark.parametrize("filename", sorted(SCHEMAS))
+def test_committed_json_schemas_match_the_code(filename: str) -> None:
+    committed = (DEFAULT_DIR / filename).read_text()
+    assert committed == render(SCHEMAS[filename]), (
+        f"schemas/json/{filename} is stale: run `make schemas` and commit the result"
+    )
