@@ -71,7 +71,9 @@ def shard_consumer_config(settings: Settings, shard: int) -> ConsumerConfig:
         durable_name=naming.shard_consumer(shard),
         filter_subject=naming.shard_filter_subject(shard),
         deliver_policy=DeliverPolicy.ALL,
-        ack_policy=AckPolicy.EXPLICIT,
+        # One ack per batch covers every earlier message: a shard is applied strictly in
+        # order, so acking the batch's last message is exactly "all of these are applied".
+        ack_policy=AckPolicy.ALL,
         ack_wait=settings.ack_wait_s,
         max_deliver=-1,  # a command is never dropped: a failing apply is retried, not lost
         max_ack_pending=max(4 * settings.batch_size, 1024),

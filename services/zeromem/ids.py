@@ -12,6 +12,8 @@ import threading
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford base32
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # 10 bits -> two digits
+_SHIFTS = range(120, -1, -10)
 _RANDOM_BITS = 80
 
 _lock = threading.Lock()
@@ -29,8 +31,6 @@ def new_command_id() -> str:
         else:
             _last_ms, _last_random = now_ms, int.from_bytes(os.urandom(10), "big") >> 1
         value = now_ms << _RANDOM_BITS | _last_random
-    chars = []
-    for _ in range(26):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    # 26 base32 digits carry 130 bits (two leading zero bits), read as 13 pairs of digits
+    # of 10 bits each from a table: several times faster than base64.b32encode here.
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])

@@ -127,12 +127,18 @@ def test_index_ops_follow_tag_type_and_term_changes(engine: Engine) -> None:
     assert ("sa", "zm:acme:o:{user:u1}:tg:z", "user:u1:lang", "") in ops
     assert ("sr", "zm:acme:o:{user:u1}:ty:fact", "user:u1:lang", "") in ops
     assert ("zr", "zm:acme:o:{user:u1}:w:alpha", "user:u1:lang", "") in ops
-    assert ("za", "zm:acme:o:{user:u1}:w:gamma", posting_score(1, 2.0), "user:u1:lang") in ops
-    # a kept term's posting moves to the new time; nothing removes it
-    assert ("za", "zm:acme:o:{user:u1}:w:beta", posting_score(1, 2.0), "user:u1:lang") in ops
-    assert not any(op[0] == "zr" and op[1].endswith(":w:beta") for op in ops)
+    assert ("za", "zm:acme:o:{user:u1}:w:gamma", posting_score(1, 1.0), "user:u1:lang") in ops
+    assert not any(op[1].endswith(":w:beta") for op in ops)  # a kept term is not touched
     deltas = {op[2]: op[3] for op in ops if op[0] == "hi"}
     assert deltas["n:fact"] == -1 and deltas["n:decision"] == 1 and "n" not in deltas
+
+
+def test_a_rewrite_with_the_same_content_only_moves_the_time_index(engine: Engine) -> None:
+    state = KeyState()
+    engine.decide(put(content="alpha beta", tags=("x",)), "user:u1:lang", state, 1.0)
+    again = engine.decide(put(id="c2", value="other", content="alpha beta", tags=("x",)),
+                          "user:u1:lang", state, 2.0)  # fmt: skip
+    assert again.ops == [("za", "zm:acme:o:{user:u1}:t", 2.0, "user:u1:lang")]
 
 
 def test_posting_score_keeps_tf_and_time() -> None:

@@ -27,6 +27,7 @@ The pipeline for ``terms()``:
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 import unicodedata
 from collections.abc import Mapping, Sequence
 
@@ -132,6 +133,7 @@ def doc_length(tf: Mapping[str, int]) -> int:
 # --- Stemmer -------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1 << 16)  # a vocabulary repeats: stemming each word once is most of the win
 def stem(word: str) -> str:
     """A conservative English suffix stemmer (Porter step 1a and 1b, with extra guards).
 

@@ -53,6 +53,7 @@ from zeromem.schemas import (
     decode_result,
     encode,
 )
+from zeromem.sdk.acks import AckCounter
 from zeromem.sdk.errors import (
     RequestRejectedError,
     ServiceUnavailableError,
@@ -126,7 +127,7 @@ class MemoryClient:
         self._inbox = naming.reply_inbox_prefix(uuid.uuid4().hex)
         self._waiting: dict[str, asyncio.Future[Result]] = {}
         self._reply_sub: Any = None
-        self.publish_failures = 0
+        self._acks = AckCounter(nc, self._inbox)
 
     @classmethod
     async def connect(
@@ -150,8 +151,14 @@ class MemoryClient:
         return cls(nc, tenant=tenant, agent=agent, shards=shards or settings.shards,
                    timeout=timeout, own_connection=True)  # fmt: skip
 
+    @property
+    def publish_failures(self) -> int:
+        """Fire-and-forget writes that JetStream refused (each is also logged)."""
+        return self._acks.failures
+
     async def close(self) -> None:
         await self.flush()
+        await self._acks.close()
         if self._reply_sub is not None:
             with contextlib.suppress(Exception):
                 await self._reply_sub.unsubscribe()
@@ -166,9 +173,8 @@ class MemoryClient:
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every fire-and-forget write so far is stored by JetStream."""
-        if self.js.publish_async_pending():
-            await asyncio.wait_for(self.js.publish_async_completed(), timeout or self.timeout * 6)
         await self.nc.flush()
+        await asyncio.wait_for(self._acks.drained(), timeout or self.timeout * 6)
 
     # --- writes --------------------------------------------------------------------------
 
@@ -264,6 +270,9 @@ class MemoryClient:
             command.tenant, naming.shard_for(command.tenant, parsed.owner, self.shards)
         )
         headers = {naming.MSG_ID_HEADER: command.id}
+        if wait is Wait.NONE:
+            await self._acks.publish(subject, encode(command), headers)
+            return Receipt(command.id, key, "published")
         result_future: asyncio.Future[Result] | None = None
         if wait is Wait.APPLIED:
             await self._ensure_reply_subscription()
@@ -271,10 +280,6 @@ class MemoryClient:
             result_future = asyncio.get_running_loop().create_future()
             self._waiting[command.id] = result_future
         ack_future = await self.js.publish_async(subject, encode(command), headers=headers)
-
-        if wait is Wait.NONE:
-            ack_future.add_done_callback(self._check_background_ack)
-            return Receipt(command.id, key, "published")
         try:
             ack = await asyncio.wait_for(ack_future, self.timeout)
         except TimeoutError:
@@ -292,12 +297,6 @@ class MemoryClient:
             type(result).__name__, "rejected"
         )
         return Receipt(command.id, key, status, ack.seq, bool(ack.duplicate), result)
-
-    def _check_background_ack(self, future: asyncio.Future[Any]) -> None:
-        if future.cancelled() or future.exception() is not None:
-            self.publish_failures += 1
-            log.warning("a fire-and-forget write was not stored: %r",
-                        None if future.cancelled() else future.exception())  # fmt: skip
 
     async def _ensure_reply_subscription(self) -> None:
         if self._reply_sub is None:

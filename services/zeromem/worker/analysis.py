@@ -3,6 +3,8 @@ token counts computed once, at write time, instead of on every recall."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from zeromem.encoding import encode_value
 from zeromem.recall.text import doc_length, index_terms
 from zeromem.recall.tokens import count_tokens
@@ -13,9 +15,16 @@ DEFAULT_ENCODING = "cl100k_base"
 
 
 def analyse(item: MemoryItem) -> Analysis:
-    terms = index_terms(item.content, MemoryKey.parse(item.key).name, item.tags)
+    return _analyse(item.content, MemoryKey.parse(item.key).name, item.tags)
+
+
+@lru_cache(maxsize=1 << 14)
+def _analyse(content: str, name: str | None, tags: tuple[str, ...]) -> Analysis:
+    # Cached because an overwrite analyses the old version too, which this worker most
+    # likely analysed when it wrote it. Analysis is a pure function of these three.
+    terms = index_terms(content, name, tags)
     return Analysis(
-        terms=terms, length=doc_length(terms), tokens=count_tokens(item.content, DEFAULT_ENCODING)
+        terms=terms, length=doc_length(terms), tokens=count_tokens(content, DEFAULT_ENCODING)
     )
 
 

@@ -1,73 +1,91 @@
--- Commit one decided command atomically.
+-- Commit a batch of decided commands, in order, in one call.
 --
--- The worker decides every command in Python against the state it read (see engine.py)
--- and sends the decision here. This script applies it only if the shard lease is still
--- ours (fencing) and the memory is still in the state the decision was made on; otherwise
--- it changes nothing and says why, and the worker re-reads and decides again.
+-- The worker decides every command in Python against the state it read (engine.py) and
+-- sends the decisions here as one msgpack array. For each decision this script checks that
+-- the memory is still in the state it was decided on; if so it writes the memory, its
+-- index entries, the command's result (idempotency) and the shard's stream position;
+-- otherwise it changes nothing for that command and answers 'stale', and the worker
+-- re-reads and decides again. The whole batch is refused ('fenced') unless this worker
+-- still holds the shard's lease.
 --
--- KEYS[1] item hash        KEYS[2] command result    KEYS[3] shard sequence hash
--- KEYS[4] shard lease
--- ARGV[1] lease token ('' = unfenced)   ARGV[2] shard   ARGV[3] stream sequence
--- ARGV[4] result (msgpack)              ARGV[5] result ttl (s)
--- ARGV[6] guarded ('1'/'0')   ARGV[7] base version   ARGV[8] base last command id
--- ARGV[9] action: 'w' write, 't' tombstone, 'f' count feedback, '-' record result only
--- ARGV[10] new version   ARGV[11] item (msgpack)   ARGV[12] command id
--- ARGV[13] tombstone ttl (ms)   ARGV[14] content changed ('1'/'0')   ARGV[15] feedback field
--- ARGV[16..] index operations, four values each: opcode, key, a, b
+-- ARGV[1] lease key   ARGV[2] lease token ('' = unfenced)   ARGV[3] shard sequence hash
+-- ARGV[4] shard       ARGV[5] result ttl (s)                ARGV[6] tombstone ttl (ms)
+-- ARGV[7] msgpack array of decisions (strings only: Redis's cmsgpack predates msgpack's
+-- binary type, so each binary value travels as an ARGV of its own and the decision holds
+-- its index), each an array:
+--   1 item key   2 result key   3 stream sequence ('0' = none)   4 ARGV index of the result
+--   5 guarded ('1'/'0')   6 base version   7 base last command id
+--   8 action: 'w' write, 't' tombstone, 'f' count feedback, '-' record the result only
+--   9 new version   10 ARGV index of the item (msgpack; '0' = none)   11 command id
+--   12 content changed ('1'/'0')
+--   13 feedback field   14 index operations: flat array of opcode, key, a, b
 
-if ARGV[1] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[1] then
-  return {'fenced'}
-end
-local done = redis.call('GET', KEYS[2])
-if done then
-  return {'dup', done}
+if ARGV[2] ~= '' and redis.call('GET', ARGV[1]) ~= ARGV[2] then
+  return 'fenced'
 end
 
-local action = ARGV[9]
-if ARGV[6] == '1' then
-  local cur = redis.call('HMGET', KEYS[1], 'v', 'lc')
-  if (cur[1] or '0') ~= ARGV[7] or (cur[2] or '') ~= ARGV[8] then
-    return {'stale'}
+local function apply(d)
+  local item_key = d[1]
+  local done = redis.call('GET', d[2])
+  if done then
+    return {'dup', done}
   end
-end
-
-if action == 'w' then
-  if ARGV[14] == '1' then
-    -- token counts cached per encoding describe the old content
-    for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
-      if string.sub(f, 1, 3) == 'tk:' then redis.call('HDEL', KEYS[1], f) end
+  if d[5] == '1' then
+    local cur = redis.call('HMGET', item_key, 'v', 'lc')
+    if (cur[1] or '0') ~= d[6] or (cur[2] or '') ~= d[7] then
+      return 'stale'
     end
   end
-  redis.call('HSET', KEYS[1], 'v', ARGV[10], 'd', ARGV[11], 'lc', ARGV[12])
-  redis.call('PERSIST', KEYS[1])
-elseif action == 't' then
-  -- keep the version as a tombstone so an old compare-and-set can never match again
-  redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], 'v', ARGV[10], 'd', '', 'lc', ARGV[12])
-  redis.call('PEXPIRE', KEYS[1], ARGV[13])
-elseif action == 'f' then
-  local d = redis.call('HGET', KEYS[1], 'd')
-  if not d or d == '' then
-    return {'stale'}
+
+  local action = d[8]
+  if action == 'w' then
+    if d[12] == '1' then
+      -- token counts cached per encoding describe the old content
+      for _, f in ipairs(redis.call('HKEYS', item_key)) do
+        if string.sub(f, 1, 3) == 'tk:' then redis.call('HDEL', item_key, f) end
+      end
+    end
+    redis.call('HSET', item_key, 'v', d[9], 'd', ARGV[tonumber(d[10])], 'lc', d[11])
+    redis.call('PERSIST', item_key)
+  elseif action == 't' then
+    -- keep the version as a tombstone so an old compare-and-set can never match again
+    redis.call('DEL', item_key)
+    redis.call('HSET', item_key, 'v', d[9], 'd', '', 'lc', d[11])
+    redis.call('PEXPIRE', item_key, ARGV[6])
+  elseif action == 'f' then
+    local data = redis.call('HGET', item_key, 'd')
+    if not data or data == '' then
+      return 'stale'
+    end
+    redis.call('HINCRBY', item_key, d[13], 1)
   end
-  redis.call('HINCRBY', KEYS[1], ARGV[15], 1)
+
+  local ops = d[14]
+  for i = 1, #ops, 4 do
+    local op, key, a, b = ops[i], ops[i + 1], ops[i + 2], ops[i + 3]
+    if op == 'za' then redis.call('ZADD', key, a, b)
+    elseif op == 'zr' then redis.call('ZREM', key, a)
+    elseif op == 'sa' then redis.call('SADD', key, a)
+    elseif op == 'sr' then redis.call('SREM', key, a)
+    elseif op == 'hi' then redis.call('HINCRBY', key, a, b)
+    elseif op == 'hs' then redis.call('HSET', key, a, b)
+    end
+  end
+
+  redis.call('SET', d[2], ARGV[tonumber(d[4])], 'EX', ARGV[5])
+  return 'ok'
 end
 
-local i = 16
-while i <= #ARGV do
-  local op, key, a, b = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  if op == 'za' then redis.call('ZADD', key, a, b)
-  elseif op == 'zr' then redis.call('ZREM', key, a)
-  elseif op == 'sa' then redis.call('SADD', key, a)
-  elseif op == 'sr' then redis.call('SREM', key, a)
-  elseif op == 'hi' then redis.call('HINCRBY', key, a, b)
-  elseif op == 'hs' then redis.call('HSET', key, a, b)
+local replies = {}
+local last_sequence = 0
+for i, d in ipairs(cmsgpack.unpack(ARGV[7])) do
+  replies[i] = apply(d)
+  if replies[i] == 'ok' and tonumber(d[3]) > last_sequence then
+    last_sequence = tonumber(d[3])
   end
-  i = i + 4
 end
-
-redis.call('SET', KEYS[2], ARGV[4], 'EX', ARGV[5])
-if ARGV[3] ~= '0' then
-  redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+if last_sequence > 0 then
+  -- the shard's position in the command stream, atomic with the applies above
+  redis.call('HSET', ARGV[3], ARGV[4], string.format('%d', last_sequence))
 end
-return {'ok'}
+return replies

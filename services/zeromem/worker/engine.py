@@ -294,7 +294,8 @@ class Engine:
         for tag in item.tags:
             entries[(keys.by_tag(owner, tag), "s")] = None
         for term, tf in doc.terms.items():
-            entries[(keys.by_term(owner, term), "z")] = posting_score(tf, item.updated_at)
+            # created_at, not updated_at: a posting stays put while its memory is rewritten
+            entries[(keys.by_term(owner, term), "z")] = posting_score(tf, item.created_at)
         if item.expires_at is not None:
             entries[(keys.expiring(), "z")] = item.expires_at
         return entries
@@ -307,6 +308,10 @@ class Engine:
     def _write_ops(
         self, tenant: str, key: str, old: MemoryItem | None, new: MemoryItem
     ) -> list[IndexOp]:
+        if old is not None and _same_index_shape(old, new):
+            # The common rewrite (a status, a counter): only the memory's time moves.
+            keys = naming.RedisKeys(tenant)
+            return [(ZADD, keys.by_time(_owner(key)), new.updated_at, key)]
         new_doc = self.analyse(new)
         new_entries = self._entries(tenant, key, new, new_doc)
         deltas = self._stats(new, new_doc, +1)
@@ -343,6 +348,17 @@ class Engine:
         return ops
 
 
+def _same_index_shape(old: MemoryItem, new: MemoryItem) -> bool:
+    """True when every index entry but the time index is the same for both versions."""
+    return (
+        old.content == new.content
+        and old.tags == new.tags
+        and old.type == new.type
+        and old.created_at == new.created_at
+        and old.expires_at == new.expires_at
+    )
+
+
 def _removals(
     old: dict[tuple[str, str], Any], new: dict[tuple[str, str], Any], key: str
 ) -> list[IndexOp]:
@@ -350,11 +366,11 @@ def _removals(
             for (rkey, kind) in old if (rkey, kind) not in new]  # fmt: skip
 
 
-def posting_score(tf: int, updated_at: float) -> float:
-    """A posting's score in a term's sorted set: term frequency first, then recency, so the
-    best postings of a very common term can be read without reading them all. Exact in a
-    double: tf < 2**20 and updated_at < 10**10 s (millisecond resolution survives)."""
-    return tf * POSTING_TF_SCALE + updated_at
+def posting_score(tf: int, created_at: float) -> float:
+    """A posting's score in a term's sorted set: term frequency first, then recency (of
+    creation), so the best postings of a very common term can be read without reading them
+    all. Exact in a double: tf < 2**20 and the time < 10**10 s (millisecond resolution)."""
+    return tf * POSTING_TF_SCALE + created_at
 
 
 def posting_tf(score: float) -> int:

@@ -1,0 +1,67 @@
+"""Tracking JetStream's acknowledgements of fire-and-forget publishes, cheaply.
+
+nats-py's ``publish_async`` creates a future, a unique inbox and a parsed ``PubAck`` per
+message. A fire-and-forget write needs none of that: only how many acks are outstanding
+(for back-pressure and ``flush``) and whether any of them reported an error. All acks come
+back on one subject and are counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+
+log = logging.getLogger(__name__)
+
+
+class AckCounter:
+    def __init__(self, nc: NatsClient, inbox: str, max_pending: int = 8192) -> None:
+        self.nc = nc
+        self.subject = f"{inbox}.acks"
+        self.max_pending = max_pending
+        self.pending = 0
+        self.stored = 0
+        self.failures = 0
+        self.last_error = ""
+        self._room = asyncio.Event()
+        self._room.set()
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._sub: Any = None
+
+    async def publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> None:
+        if self._sub is None:
+            self._sub = await self.nc.subscribe(self.subject, cb=self._on_ack,
+                                                pending_msgs_limit=4 * self.max_pending)  # fmt: skip
+        while self.pending >= self.max_pending:  # back-pressure: JetStream is behind
+            self._room.clear()
+            await self._room.wait()
+        self.pending += 1
+        self._drained.clear()
+        await self.nc.publish(subject, payload, reply=self.subject, headers=headers)
+
+    async def _on_ack(self, msg: Msg) -> None:
+        self.pending -= 1
+        if msg.data.startswith(b'{"error"') or (msg.headers and msg.headers.get("Status")):
+            self.failures += 1
+            self.last_error = msg.data.decode(errors="replace")[:300]
+            log.warning("a fire-and-forget write was not stored: %s", self.last_error)
+        else:
+            self.stored += 1
+        if self.pending < self.max_pending:
+            self._room.set()
+        if self.pending <= 0:
+            self.pending = 0
+            self._drained.set()
+
+    async def drained(self) -> None:
+        await self._drained.wait()
+
+    async def close(self) -> None:
+        if self._sub is not None:
+            await self._sub.unsubscribe()
+            self._sub = None
