@@ -7,7 +7,7 @@ from faststream.nats import NatsBroker
 from redis.asyncio import Redis
 
 from zeromem.bus import connect_redis
-from zeromem.query.service import register_query_handlers
+from zeromem.query.service import register_query_handlers, register_recall_handler
 from zeromem.settings import Settings
 
 
@@ -15,6 +15,7 @@ def build_read_broker(settings: Settings, redis: Redis) -> NatsBroker:
     # logger=None: FastStream's per-message log line costs more than a read itself.
     broker = NatsBroker(settings.nats_url, logger=None, max_reconnect_attempts=-1)
     register_query_handlers(broker, redis)
+    register_recall_handler(broker, redis)
     return broker
 
 

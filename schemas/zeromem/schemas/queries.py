@@ -95,6 +95,7 @@ class RecallReply(msgspec.Struct, frozen=True, omit_defaults=True):
     tokens: int = 0
     baseline_tokens: int = 0  # what injecting every memory that passed the filters would cost
     saved_tokens: int = 0
+    baseline_estimated: bool = False  # True when a large filtered set was not read whole
     candidates: tuple[Candidate, ...] = ()
 
 

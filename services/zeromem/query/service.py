@@ -11,7 +11,16 @@ from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.query.reads import get_items, list_keys
-from zeromem.schemas import ErrorReply, GetReply, GetRequest, ListRequest, decode, encode
+from zeromem.recall.service import RecallError, RecallService
+from zeromem.schemas import (
+    ErrorReply,
+    GetReply,
+    GetRequest,
+    ListRequest,
+    RecallRequest,
+    decode,
+    encode,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,3 +62,23 @@ def register_query_handlers(broker: NatsBroker, redis: Redis) -> None:
             request.with_items,
         )  # fmt: skip
         return NatsResponse(encode(reply))
+
+
+def register_recall_handler(broker: NatsBroker, redis: Redis) -> RecallService:
+    service = RecallService(redis)
+
+    @broker.subscriber(naming.query_subject_all("recall"), queue=naming.RECALL_QUEUE_GROUP)
+    async def handle_recall(msg: NatsMessage) -> NatsResponse:
+        try:
+            request = decode(msg.body, RecallRequest)
+        except msgspec.DecodeError as exc:
+            return error_response("bad_request", str(exc))
+        if request.tenant != _tenant_of(msg.raw_message.subject):
+            return error_response("bad_request", "tenant does not match the subject")
+        try:
+            reply = await service.recall(request)
+        except RecallError as exc:
+            return error_response("bad_request", str(exc))
+        return NatsResponse(encode(reply))
+
+    return service

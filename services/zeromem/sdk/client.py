@@ -47,6 +47,10 @@ from zeromem.schemas import (
     MemoryType,
     Patch,
     Put,
+    RecalledMemory,
+    RecallReply,
+    RecallRequest,
+    RecallScope,
     Rejected,
     Result,
     decode,
@@ -347,6 +351,43 @@ class MemoryClient:
             if not page.next_cursor:
                 return
             cursor = page.next_cursor
+
+    async def recall(
+        self,
+        query: str = "",
+        *,
+        owners: Iterable[str] = (),
+        prefix: str = "",
+        types: Iterable[MemoryType | str] = (),
+        tags: Iterable[str] = (),
+        since: float | None = None,
+        until: float | None = None,
+        k: int = 5,
+        budget: int = 1500,
+        encoding: str = "cl100k_base",
+        strategy: dict[str, Any] | None = None,
+        explain: bool = False,
+    ) -> RecallReply:
+        """The memories that matter for ``query`` within ``owners`` (e.g. ``user:u1``,
+        ``task:t42``), ranked and packed into ``budget`` tokens. ``reply.context`` is the
+        block to put in the prompt; ``reply.baseline_tokens`` is what injecting every
+        memory that passed the filters would have cost."""
+        scope = RecallScope(owners=tuple(owners), prefix=prefix,
+                            types=tuple(MemoryType(t) for t in types), tags=tuple(tags),
+                            since=since, until=until)  # fmt: skip
+        request = RecallRequest(tenant=self.tenant, reader=self.agent, query=query, scope=scope,
+                                k=k, budget=budget, encoding=encoding, strategy=strategy or {},
+                                explain=explain)  # fmt: skip
+        return await self._request("recall", request, RecallReply)
+
+    async def search(
+        self, keyword: str, *, owners: Iterable[str] = (), prefix: str = "", limit: int = 10
+    ) -> list[RecalledMemory]:
+        """Memories matching ``keyword`` by relevance alone (no decay, no budget to speak
+        of): the tool layer's search."""
+        reply = await self.recall(keyword, owners=owners, prefix=prefix, k=limit,
+                                  budget=200_000, strategy={"name": "no_decay"})  # fmt: skip
+        return [m for m in reply.memories if not m.via]
 
     async def _request(self, kind: str, request: Any, reply_type: type[T]) -> T:
         subject = naming.query_subject(self.tenant, kind)

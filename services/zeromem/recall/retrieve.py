@@ -1,0 +1,358 @@
+"""Candidate retrieval for recall: what to rank, read from the indexes the workers keep.
+
+A recall never scans an owner's memories. It reads, per owner in scope:
+
+- the owner's statistics (memory count, term total, token totals overall and per type),
+  which give BM25 its corpus numbers and the baseline (what injecting every memory that
+  passes the filters would cost) without touching a single memory;
+- the postings of each query term. A term's postings are ordered by term frequency, then
+  creation time (see ``worker.engine.posting_score``), so a rare term is read whole and a
+  very common one only up to ``postings_limit`` best postings;
+- the most recent memories, so an empty or unmatched query still recalls something;
+- when the scope filters by type, tag, time or key prefix and the filtered set is small,
+  that set itself: selective filters then never lose a memory to truncated postings.
+
+The candidates are then scored in two stages: cheaply on posting data alone, then exactly
+(with the stored memory: feedback, type, tags, update time) for the best of them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+from redis.asyncio import Redis
+
+from zeromem import naming
+from zeromem.recall.ranking import CandidateFeatures, CorpusStats, RankingConfig, idf
+from zeromem.recall.tokens import count_tokens
+from zeromem.schemas import FeedbackCounts, MemoryItem, RecallScope, owner_of
+from zeromem.worker.engine import posting_tf
+
+POSTINGS_LIMIT = 1000  # postings read per (owner, term) at most
+RECENT_LIMIT = 50  # most recent memories per owner always considered
+ENUMERATE_LIMIT = 5000  # a filtered set up to this size is read whole
+STAGE_TWO_MIN = 64  # candidates scored exactly, at least (more for a larger k)
+
+_ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
+
+
+@dataclass(slots=True)
+class Gathered:
+    features: list[CandidateFeatures]
+    items: dict[str, MemoryItem]
+    stats: CorpusStats
+    baseline_tokens: int
+    baseline_estimated: bool
+    considered: int  # distinct memories looked at, stage one included
+    stage_one_cut: list[tuple[str, float]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    types: frozenset[str]
+    tags: frozenset[str]
+    since: float | None
+    until: float | None
+    prefix: str
+
+    @classmethod
+    def of(cls, scope: RecallScope, window_s: float | None, now: float) -> Filters:
+        since = scope.since
+        if window_s is not None:
+            since = max(since or 0.0, now - window_s)
+        return cls(frozenset(t.value for t in scope.types), frozenset(scope.tags), since,
+                   scope.until, scope.prefix)  # fmt: skip
+
+    @property
+    def any(self) -> bool:
+        return bool(self.types or self.tags or self.since or self.until or self.prefix)
+
+    def admits(self, item: MemoryItem) -> bool:
+        if self.types and item.type.value not in self.types:
+            return False
+        if self.tags and self.tags.isdisjoint(item.tags):
+            return False
+        if self.since is not None and item.updated_at < self.since:
+            return False
+        if self.until is not None and item.updated_at > self.until:
+            return False
+        return not (self.prefix and not item.key.startswith(self.prefix))
+
+
+def _stage_one_score(tf: int, df: int, n: int, created_at: float, now: float,
+                     config: RankingConfig) -> float:  # fmt: skip
+    """BM25 at the average document length, times decay by creation time: an estimate
+    from posting data alone, good enough to choose whom to score exactly."""
+    weight = idf(df, n) * tf * (config.k1 + 1.0) / (tf + config.k1)
+    if config.half_life_s:
+        weight *= max(config.decay_floor, 0.5 ** (max(0.0, now - created_at) / config.half_life_s))
+    return weight
+
+
+async def gather(
+    redis: Redis,
+    tenant: str,
+    owners: Sequence[str],
+    query_terms: Sequence[str],
+    filters: Filters,
+    *,
+    k: int,
+    encoding: str,
+    config: RankingConfig,
+    now: float | None = None,
+) -> Gathered:
+    now = time.time() if now is None else now
+    keys = naming.RedisKeys(tenant)
+
+    # Round trip 1: statistics, document frequencies, and the size of each filter.
+    async with redis.pipeline(transaction=False) as pipe:
+        for owner in owners:
+            pipe.hgetall(keys.owner_stats(owner))
+        for owner in owners:
+            for term in query_terms:
+                pipe.zcard(keys.by_term(owner, term))
+        filter_sizes = _queue_filter_sizes(pipe, keys, owners, filters)
+        replies = await pipe.execute()
+    owner_stats = [{k.decode(): int(v) for k, v in r.items()} for r in replies[: len(owners)]]
+    pos = len(owners)
+    df_by_owner_term: dict[tuple[str, str], int] = {}
+    for owner in owners:
+        for term in query_terms:
+            df_by_owner_term[(owner, term)] = replies[pos]
+            pos += 1
+    sizes = replies[pos : pos + filter_sizes]
+
+    n_docs = sum(s.get("n", 0) for s in owner_stats)
+    total_len = sum(s.get("len", 0) for s in owner_stats)
+    df = {t: sum(df_by_owner_term[(o, t)] for o in owners) for t in query_terms}
+    stats = CorpusStats(n_docs=n_docs, avg_len=total_len / n_docs if n_docs else 0.0, df=df)
+    filtered_total = sum(sizes) if sizes else 0
+    enumerate_filtered = filters.any and 0 < len(sizes) and filtered_total <= ENUMERATE_LIMIT
+    if filters.any and sizes and filtered_total == 0:
+        return Gathered([], {}, stats, 0, False, 0)
+
+    # Round trip 2: postings (and the filtered set, or the recent memories).
+    tf: dict[str, dict[str, int]] = {}
+    created: dict[str, float] = {}
+    async with redis.pipeline(transaction=False) as pipe:
+        plan: list[tuple[str, str, str]] = []
+        if enumerate_filtered:
+            _queue_filter_members(pipe, keys, owners, filters, plan)
+        else:
+            for owner in owners:
+                pipe.zrevrange(keys.by_time(owner), 0, RECENT_LIMIT - 1)
+                plan.append(("recent", owner, ""))
+        for owner in owners:
+            for term in query_terms:
+                if not df_by_owner_term[(owner, term)]:
+                    continue
+                pipe.zrevrange(keys.by_term(owner, term), 0, POSTINGS_LIMIT - 1, withscores=True)
+                plan.append(("term", owner, term))
+        replies = await pipe.execute()
+
+    allowed: set[str] | None = None
+    recent: list[str] = []
+    for (kind, _owner, term), reply in zip(plan, replies, strict=True):
+        if kind == "term":
+            for member, score in reply:
+                key = member.decode()
+                tf.setdefault(key, {})[term] = posting_tf(score)
+                created[key] = score % 1e10
+        elif kind == "recent":
+            recent.extend(m.decode() for m in reply)
+    if enumerate_filtered:
+        allowed = _resolve_filter_sets(plan, replies, set(owners))
+        pool = set(allowed)
+    else:
+        pool = set(tf) | set(recent)
+    if allowed is not None:
+        pool &= allowed
+
+    # Stage one: choose whom to score exactly.
+    keep_n = max(STAGE_TWO_MIN, 8 * k)
+    stage_one_cut: list[tuple[str, float]] = []
+    if len(pool) > keep_n:
+        estimate = {
+            key: sum(_stage_one_score(f, df[t], n_docs, created.get(key, now), now, config)
+                     for t, f in tf.get(key, {}).items())  # fmt: skip
+            for key in pool
+        }
+        ordered = sorted(pool, key=lambda key: (-estimate[key], key))
+        # recent memories always reach stage two: an unmatched query ranks by recency
+        chosen = set(ordered[:keep_n]) | (set(recent[:keep_n]) & pool)
+        stage_one_cut = [(key, estimate[key]) for key in ordered[keep_n:] if key not in chosen]
+    else:
+        chosen = pool
+
+    # Round trip 3: the memories themselves.
+    chosen_list = sorted(chosen)
+    items, token_counts, doc_lens = await fetch_items(redis, tenant, chosen_list, encoding, now)
+    features: list[CandidateFeatures] = []
+    for key in chosen_list:
+        item = items.get(key)
+        if item is None or not filters.admits(item):
+            items.pop(key, None)
+            continue
+        fb = item.feedback
+        features.append(CandidateFeatures(
+            key, item.updated_at, doc_lens.get(key, 0), tf.get(key, {}), fb.liked, fb.disliked,
+            fb.important, item.type.value, item.tags, token_counts.get(key, 0),
+        ))  # fmt: skip
+
+    baseline, estimated = await _baseline(redis, keys, owners, owner_stats, filters,
+                                          allowed if enumerate_filtered else None,
+                                          filtered_total, encoding, now)  # fmt: skip
+    return Gathered(features, items, stats, baseline, estimated,
+                    considered=len(pool), stage_one_cut=stage_one_cut)  # fmt: skip
+
+
+async def fetch_items(
+    redis: Redis, tenant: str, keys_: Iterable[str], encoding: str, now: float
+) -> tuple[dict[str, MemoryItem], dict[str, int], dict[str, int]]:
+    """Live memories (feedback included) with their token counts in ``encoding`` and
+    document lengths. A count missing for this encoding is computed and cached."""
+    keys = naming.RedisKeys(tenant)
+    keys_ = list(keys_)
+    token_field = f"tk:{encoding}"
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in keys_:
+            pipe.hmget(keys.item(key), "d", "fl", "fd", "fi", token_field, "dl")
+        replies = await pipe.execute()
+    items: dict[str, MemoryItem] = {}
+    tokens: dict[str, int] = {}
+    lens: dict[str, int] = {}
+    missing: list[tuple[str, int]] = []
+    for key, (data, fl, fd, fi, tk, dl) in zip(keys_, replies, strict=True):
+        if not data:
+            continue
+        item = _ITEM_DECODER.decode(data)
+        if item.expires_at is not None and item.expires_at <= now:
+            continue
+        if fl or fd or fi:
+            item = msgspec.structs.replace(
+                item, feedback=FeedbackCounts(int(fl or 0), int(fd or 0), int(fi or 0))
+            )
+        items[key] = item
+        lens[key] = int(dl or 0)
+        if tk is None:
+            tokens[key] = count_tokens(item.content, encoding)
+            missing.append((key, tokens[key]))
+        else:
+            tokens[key] = int(tk)
+    if missing:
+        async with redis.pipeline(transaction=False) as pipe:
+            for key, count in missing:
+                # only while the memory exists: never resurrect a hash the reaper removed
+                pipe.eval(_CACHE_TOKENS_LUA, 1, keys.item(key), token_field, count)
+            await pipe.execute()
+    return items, tokens, lens
+
+
+_CACHE_TOKENS_LUA = """
+if redis.call('HSTRLEN', KEYS[1], 'd') > 0 then
+  return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+return 0
+"""
+
+
+# --- filters ---------------------------------------------------------------------------
+
+
+def _filter_queries(
+    keys: naming.RedisKeys, owners: Sequence[str], filters: Filters
+) -> list[tuple[str, str, str, str]]:
+    """(kind, owner, redis key, value) for every set a filter reads."""
+    out: list[tuple[str, str, str, str]] = []
+    for owner in owners:
+        out += [("type", owner, keys.by_type(owner, t), t) for t in sorted(filters.types)]
+        out += [("tag", owner, keys.by_tag(owner, t), t) for t in sorted(filters.tags)]
+        if filters.since is not None or filters.until is not None:
+            out.append(("time", owner, keys.by_time(owner), ""))
+    if filters.prefix:
+        out.append(("prefix", "", keys.keys(), filters.prefix))
+    return out
+
+
+def _time_bounds(filters: Filters) -> tuple[str, str]:
+    low = "-inf" if filters.since is None else repr(filters.since)
+    high = "+inf" if filters.until is None else repr(filters.until)
+    return low, high
+
+
+def _queue_filter_sizes(pipe, keys, owners, filters) -> int:  # type: ignore[no-untyped-def]
+    queries = _filter_queries(keys, owners, filters)
+    for kind, _owner, rkey, value in queries:
+        if kind in ("type", "tag"):
+            pipe.scard(rkey)
+        elif kind == "time":
+            pipe.zcount(rkey, *_time_bounds(filters))
+        else:
+            pipe.zlexcount(rkey, "[" + value, "[" + value + "\xff")
+    return len(queries)
+
+
+def _queue_filter_members(pipe, keys, owners, filters, plan) -> None:  # type: ignore[no-untyped-def]
+    for kind, owner, rkey, value in _filter_queries(keys, owners, filters):
+        if kind in ("type", "tag"):
+            pipe.smembers(rkey)
+        elif kind == "time":
+            pipe.zrangebyscore(rkey, *_time_bounds(filters))
+        else:
+            pipe.zrangebylex(rkey, "[" + value, "[" + value + "\xff")
+        plan.append((kind, owner, value))
+
+
+def _resolve_filter_sets(
+    plan: list[tuple[str, str, str]], replies: list[object], owners: set[str]
+) -> set[str]:
+    """Within a kind, values are alternatives (any of the types, any of the tags) and
+    owners add up; across kinds every filter must hold; nothing outside the owners."""
+    by_kind: dict[str, set[str]] = {}
+    for (kind, _owner, _value), reply in zip(plan, replies, strict=False):
+        if kind in ("term", "recent"):
+            continue
+        members = {m.decode() for m in reply}  # type: ignore[attr-defined]
+        by_kind.setdefault(kind, set()).update(members)
+    sets = list(by_kind.values())
+    result = sets[0] if sets else set()
+    for other in sets[1:]:
+        result &= other
+    return {key for key in result if owner_of(key) in owners}
+
+
+async def _baseline(
+    redis: Redis,
+    keys: naming.RedisKeys,
+    owners: Sequence[str],
+    owner_stats: list[dict[str, int]],
+    filters: Filters,
+    enumerated: set[str] | None,
+    filtered_total: int,
+    encoding: str,
+    now: float,
+) -> tuple[int, bool]:
+    """Tokens of every memory that passes the filters, and whether that is an estimate.
+
+    Exact from the owner statistics when nothing but types filter; exact from the filtered
+    set when it was small enough to read; otherwise the filtered count times the scope's
+    mean tokens per memory (flagged as an estimate).
+    """
+    if not filters.any:
+        return sum(s.get("tok", 0) for s in owner_stats), False
+    if not (filters.tags or filters.since or filters.until or filters.prefix):
+        return sum(s.get(f"tok:{t}", 0) for s in owner_stats for t in filters.types), False
+    if enumerated is not None:
+        # Token counts as the workers cache them (cl100k_base): exact for that encoding.
+        async with redis.pipeline(transaction=False) as pipe:
+            for key in enumerated:
+                pipe.hget(keys.item(key), "tk:cl100k_base")
+            replies = await pipe.execute()
+        return sum(int(tk or 0) for tk in replies), encoding != "cl100k_base"
+    n = sum(s.get("n", 0) for s in owner_stats)
+    mean = sum(s.get("tok", 0) for s in owner_stats) / n if n else 0.0
+    return math.ceil(filtered_total * mean), True

@@ -1,0 +1,185 @@
+"""Recall: a few short memories that matter for a query, within a token budget.
+
+Filters, then ranking (BM25 over content, key name and tags; time decay; feedback), then
+greedy packing into the budget with linked memories pulled in after the memory that
+references them. The reply carries a ready-to-inject context block, the tokens it costs,
+the baseline (every memory that passed the filters), and, with ``explain``, every
+candidate with its scores and the reason it was kept or cut.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+
+from redis.asyncio import Redis
+
+from zeromem.recall.packing import PackItem, pack
+from zeromem.recall.ranking import (
+    ByTag,
+    ByType,
+    Compose,
+    RankingConfig,
+    Strategy,
+    TimeWindow,
+    build_strategy,
+    score_candidates,
+)
+from zeromem.recall.retrieve import Filters, fetch_items, gather
+from zeromem.recall.text import terms
+from zeromem.recall.tokens import token_counter
+from zeromem.schemas import (
+    Candidate,
+    MemoryItem,
+    MemoryKey,
+    RecalledMemory,
+    RecallReply,
+    RecallRequest,
+    RecallScope,
+)
+
+EXPLAIN_LIMIT = 200  # candidates listed in the explain view, best first
+
+
+class RecallError(ValueError):
+    """A request that cannot be served as asked (the reply is an error, code bad_request)."""
+
+
+def scope_owners(scope: RecallScope) -> list[str]:
+    owners = list(dict.fromkeys(scope.owners))
+    if not owners and scope.prefix:
+        # "user:u1:pref" names its owner; a recall is always within owners
+        parts = scope.prefix.split(":")
+        if len(parts) >= 2 and parts[1]:
+            owners = [f"{parts[0]}:{parts[1]}"]
+    if not owners:
+        raise RecallError("a recall needs at least one owner in scope (e.g. 'user:u1'), "
+                          "or a key prefix that names one")  # fmt: skip
+    for owner in owners:
+        try:
+            parsed = MemoryKey.parse(owner)
+        except ValueError as exc:
+            raise RecallError(f"invalid owner {owner!r}: expected 'namespace:owner_id'") from exc
+        if parsed.name is not None:
+            raise RecallError(f"invalid owner {owner!r}: expected 'namespace:owner_id'")
+    return owners
+
+
+def _strategy_filters(strategy: Strategy) -> tuple[float | None, set[str], set[str]]:
+    """The filters a strategy implies (time window, only-these tags or types), so they run
+    before ranking like the scope's own and count in the baseline."""
+    steps: Iterable[Strategy] = strategy.steps if isinstance(strategy, Compose) else (strategy,)
+    window: float | None = None
+    tags: set[str] = set()
+    types: set[str] = set()
+    for step in steps:
+        if isinstance(step, TimeWindow):
+            window = step.seconds if window is None else min(window, step.seconds)
+        elif isinstance(step, ByTag) and step.only:
+            tags |= set(step.values)
+        elif isinstance(step, ByType) and step.only:
+            types |= set(step.values)
+    return window, tags, types
+
+
+class RecallService:
+    def __init__(self, redis: Redis, config: RankingConfig | None = None) -> None:
+        self.redis = redis
+        self.config = config or RankingConfig()
+
+    async def recall(self, request: RecallRequest) -> RecallReply:
+        now = time.time()
+        try:
+            strategy = build_strategy(request.strategy)
+            count = token_counter(request.encoding)
+        except ValueError as exc:
+            raise RecallError(str(exc)) from exc
+        owners = scope_owners(request.scope)
+        window, only_tags, only_types = _strategy_filters(strategy)
+        filters = Filters.of(request.scope, window, now)
+        if only_tags and not filters.tags:
+            filters = Filters(filters.types, frozenset(only_tags), filters.since, filters.until,
+                              filters.prefix)  # fmt: skip
+        if only_types and not filters.types:
+            filters = Filters(frozenset(only_types), filters.tags, filters.since, filters.until,
+                              filters.prefix)  # fmt: skip
+        query_terms = list(dict.fromkeys(terms(request.query)))
+        config = strategy.config(self.config)
+
+        gathered = await gather(
+            self.redis, request.tenant, owners, query_terms, filters,
+            k=request.k, encoding=request.encoding, config=config, now=now,
+        )  # fmt: skip
+        ranking = score_candidates(gathered.features, query_terms, gathered.stats, now,
+                                   self.config, strategy)  # fmt: skip
+
+        items = gathered.items
+        await self._prefetch_references(request, ranking, items, now)
+        result = pack(ranking, request.k, request.budget, lambda key: _pack_item(items.get(key)),
+                      count)  # fmt: skip
+
+        scores = {c.key: c for c in ranking[: max(request.k * 4, 50)]}
+        memories = []
+        for packed in result.kept:
+            item = items[packed.item.key]
+            scored = packed.candidate or scores.get(item.key)
+            memories.append(RecalledMemory(
+                key=item.key, content=item.content, type=item.type, created_at=item.created_at,
+                updated_at=item.updated_at, version=item.version,
+                score=round(scored.score, 6) if scored else 0.0, tokens=packed.tokens,
+                via=packed.via,
+            ))  # fmt: skip
+        candidates: tuple[Candidate, ...] = ()
+        if request.explain:
+            candidates = self._explain(ranking, result, gathered)
+        baseline = gathered.baseline_tokens
+        return RecallReply(
+            memories=tuple(memories),
+            context=result.context,
+            tokens=result.tokens_used,
+            baseline_tokens=baseline,
+            saved_tokens=max(0, baseline - result.tokens_used),
+            baseline_estimated=gathered.baseline_estimated,
+            candidates=candidates,
+        )
+
+    async def _prefetch_references(
+        self, request: RecallRequest, ranking, items: dict[str, MemoryItem], now: float
+    ) -> None:  # type: ignore[no-untyped-def]
+        """Fetch the memories the best candidates reference (two links deep), so the packer
+        can pull them in; they may lie outside the scope."""
+        frontier = {ref for c in ranking[: request.k * 4] for ref in items[c.key].references}
+        for _depth in range(2):
+            wanted = sorted(ref for ref in frontier if ref not in items)
+            if not wanted:
+                return
+            fetched, _, _ = await fetch_items(self.redis, request.tenant, wanted,
+                                              request.encoding, now)  # fmt: skip
+            items.update(fetched)
+            frontier = {ref for item in fetched.values() for ref in item.references}
+
+    @staticmethod
+    def _explain(ranking, result, gathered) -> tuple[Candidate, ...]:  # type: ignore[no-untyped-def]
+        out = [
+            Candidate(key=c.key, score=round(c.score, 6), relevance=round(c.relevance, 6),
+                      decay=round(c.decay, 6), feedback=round(c.feedback, 6),
+                      tokens=c.features.tokens, decision=result.decision(c))  # fmt: skip
+            for c in ranking[:EXPLAIN_LIMIT]
+        ]
+        out += [
+            Candidate(key=f.key, score=0.0, relevance=0.0, decay=0.0, feedback=0.0,
+                      tokens=f.tokens, decision="cut: filtered by strategy")  # fmt: skip
+            for f in ranking.dropped[: max(0, EXPLAIN_LIMIT - len(out))]
+        ]
+        out += [
+            Candidate(key=key, score=round(estimate, 6), relevance=0.0, decay=0.0, feedback=0.0,
+                      tokens=0, decision="cut: below the exact-scoring cut (stage one)")  # fmt: skip
+            for key, estimate in gathered.stage_one_cut[: max(0, EXPLAIN_LIMIT - len(out))]
+        ]
+        return tuple(out)
+
+
+def _pack_item(item: MemoryItem | None) -> PackItem | None:
+    if item is None:
+        return None
+    return PackItem(item.key, item.content, item.type.value, item.updated_at, item.references)
