@@ -54,11 +54,30 @@ async def raw_publish_rate(url: str, n: int, payload: bytes) -> float:
 
 
 async def pending(js, shards: int) -> int:
-    total = 0
-    for shard in range(shards):
-        info = await js.consumer_info(naming.COMMAND_STREAM, naming.shard_consumer(shard))
-        total += info.num_pending + info.num_ack_pending
-    return total
+    # All shards asked at once: one at a time, each poll took 16 round trips, which the
+    # measured time absorbed at the end of the run.
+    infos = await asyncio.gather(*(
+        js.consumer_info(naming.COMMAND_STREAM, naming.shard_consumer(shard))
+        for shard in range(shards)
+    ))  # fmt: skip
+    return sum(info.num_pending + info.num_ack_pending for info in infos)
+
+
+async def wait_for_workers(settings: Settings, timeout: float = 60.0) -> None:
+    """Until every shard's lease is held: the workers are up and consuming. A fixed sleep
+    either wasted time or, on a busy machine, started the clock before the workers had
+    even imported, which charged their start-up to zeromem's rate."""
+    redis = connect_redis(settings)
+    try:
+        deadline = time.monotonic() + timeout
+        keys = [naming.shard_lease_key(shard) for shard in range(settings.shards)]
+        while await redis.exists(*keys) < len(keys):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the workers did not take every shard's lease")
+            await asyncio.sleep(0.05)
+    finally:
+        await redis.aclose()
+    await asyncio.sleep(0.2)  # the lease is taken just before the shard's consumer is bound
 
 
 async def zeromem_rate(settings: Settings, n: int, owners: int) -> tuple[float, float]:
@@ -112,7 +131,7 @@ async def main() -> None:
             for i in range(args.workers)
         ]
         try:
-            await asyncio.sleep(1.5)  # leases taken, consumers bound
+            await wait_for_workers(settings)
             applied, published = await zeromem_rate(settings, args.commands, args.owners)
         finally:
             for w in workers:

@@ -30,14 +30,43 @@ from zeromem.settings import Settings
 log = logging.getLogger(__name__)
 
 
+class _Client(NatsClient):
+    """nats-py's client with a cheaper parse of message headers (every command carries
+    some). nats-py checks each character of each header name with a generator expression
+    (``any(c.isspace() for c in key)``), which cost the worker about a tenth of its time;
+    this is the same parse with one ``str.split`` per name. Same input, same dict."""
+
+    @staticmethod
+    def _parse_header_lines(raw: bytes) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for line in raw.split(b"\r\n"):
+            if not line:
+                continue
+            name, sep, value = line.partition(b":")
+            if not sep:
+                continue
+            try:
+                key = name.strip().decode("ascii")
+            except UnicodeDecodeError:
+                continue
+            # A name with whitespace inside is invalid and skipped: ``split()`` returns the
+            # name unchanged exactly when it has no whitespace character (str.isspace).
+            if key and key.split() != [key]:
+                continue
+            out[key] = value.strip().decode("utf-8", "replace")
+        return out
+
+
 async def connect_nats(settings: Settings, name: str) -> NatsClient:
-    return await nats.connect(
+    nc = _Client() if hasattr(NatsClient, "_parse_header_lines") else NatsClient()
+    await nc.connect(
         settings.nats_url,
         name=name,
         max_reconnect_attempts=-1,  # a service outlives a broker restart
         reconnect_time_wait=0.25,
         pending_size=64 * 1024 * 1024,
     )
+    return nc
 
 
 def connect_redis(settings: Settings) -> Redis:

@@ -13,6 +13,7 @@ import json
 import logging
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -205,6 +206,27 @@ def cmd_list(args: argparse.Namespace) -> int:
     return _client_call(args, body)
 
 
+def cmd_recall(args: argparse.Namespace) -> int:
+    async def body(client: Any) -> int:
+        since = time.time() - args.since_days * 86400 if args.since_days else None
+        reply = await client.recall(
+            args.query, owners=args.owner or (), prefix=args.prefix, types=args.type or (),
+            tags=args.tag or (), since=since, k=args.k, budget=args.budget,
+            strategy=json.loads(args.strategy) if args.strategy else None, explain=args.explain,
+        )  # fmt: skip
+        if args.json:
+            import msgspec
+
+            print(json.dumps(msgspec.to_builtins(reply), ensure_ascii=False))
+            return 0
+        from zeromem.cli.views import print_recall
+
+        print_recall(reply, args.explain)
+        return 0
+
+    return _client_call(args, body)
+
+
 # --- the parser ------------------------------------------------------------------------
 
 
@@ -272,6 +294,22 @@ def build_parser() -> argparse.ArgumentParser:
     list_.add_argument("--limit", type=int, default=50)
     list_.add_argument("--cursor", default="", help="continue after this key")
     list_.set_defaults(func=cmd_list)
+
+    recall = client_parser("recall", "the memories that matter for a query, within a budget",
+                           "Rank the memories of the given owners for QUERY and pack the best "
+                           "into --budget tokens. --explain shows every candidate's scores "
+                           "and why it was kept or cut.")  # fmt: skip
+    recall.add_argument("query", nargs="?", default="")
+    recall.add_argument("--owner", action="append", help="owner in scope, e.g. user:u1 (repeatable)")
+    recall.add_argument("--prefix", default="", help="only keys with this prefix")
+    recall.add_argument("--type", action="append", choices=[t.value for t in MemoryType])
+    recall.add_argument("--tag", action="append", help="only memories with this tag (repeatable)")
+    recall.add_argument("--since-days", type=float, help="only memories updated in the last N days")
+    recall.add_argument("--k", type=int, default=5, help="memories to return (default 5)")
+    recall.add_argument("--budget", type=int, default=1500, help="token budget (default 1500)")
+    recall.add_argument("--strategy", help='JSON, e.g. \'{"name": "no_decay"}\'')
+    recall.add_argument("--explain", action="store_true", help="show every candidate's scores")
+    recall.set_defaults(func=cmd_recall)
 
     delete = client_parser("delete", "delete a memory", "Publish a delete command for KEY.")
     delete.add_argument("key")

@@ -18,6 +18,7 @@ The candidates are then scored in two stages: cheaply on posting data alone, the
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -30,10 +31,10 @@ from zeromem import naming
 from zeromem.recall.ranking import CandidateFeatures, CorpusStats, RankingConfig, idf
 from zeromem.recall.tokens import count_tokens
 from zeromem.schemas import FeedbackCounts, MemoryItem, RecallScope, owner_of
-from zeromem.worker.engine import posting_tf
+from zeromem.worker.engine import POSTING_TF_SCALE, posting_tf
 
-POSTINGS_LIMIT = 1000  # postings read per (owner, term) at most
-RECENT_LIMIT = 50  # most recent memories per owner always considered
+POSTINGS_LIMIT = 300  # postings read per (owner, term) at most
+RECENT_LIMIT = 20  # most recent memories per owner always considered
 ENUMERATE_LIMIT = 5000  # a filtered set up to this size is read whole
 STAGE_TWO_MIN = 64  # candidates scored exactly, at least (more for a larger k)
 
@@ -83,14 +84,30 @@ class Filters:
         return not (self.prefix and not item.key.startswith(self.prefix))
 
 
-def _stage_one_score(tf: int, df: int, n: int, created_at: float, now: float,
-                     config: RankingConfig) -> float:  # fmt: skip
+def _stage_one(
+    pool: set[str],
+    tf: dict[str, dict[str, int]],
+    created: dict[str, float],
+    df: dict[str, int],
+    n_docs: int,
+    now: float,
+    config: RankingConfig,
+) -> dict[str, float]:
     """BM25 at the average document length, times decay by creation time: an estimate
     from posting data alone, good enough to choose whom to score exactly."""
-    weight = idf(df, n) * tf * (config.k1 + 1.0) / (tf + config.k1)
-    if config.half_life_s:
-        weight *= max(config.decay_floor, 0.5 ** (max(0.0, now - created_at) / config.half_life_s))
-    return weight
+    k1 = config.k1
+    weight = {t: idf(d, n_docs) * (k1 + 1.0) for t, d in df.items()}
+    half_life, floor = config.half_life_s, config.decay_floor
+    estimate: dict[str, float] = {}
+    for key in pool:
+        s = 0.0
+        for term, f in tf.get(key, {}).items():
+            s += weight[term] * f / (f + k1)
+        if half_life and s:
+            decay = 0.5 ** (max(0.0, now - created.get(key, now)) / half_life)
+            s *= decay if decay > floor else floor
+        estimate[key] = s
+    return estimate
 
 
 async def gather(
@@ -104,6 +121,7 @@ async def gather(
     encoding: str,
     config: RankingConfig,
     now: float | None = None,
+    explain: bool = False,
 ) -> Gathered:
     now = time.time() if now is None else now
     keys = naming.RedisKeys(tenant)
@@ -135,58 +153,21 @@ async def gather(
     if filters.any and sizes and filtered_total == 0:
         return Gathered([], {}, stats, 0, False, 0)
 
-    # Round trip 2: postings (and the filtered set, or the recent memories).
-    tf: dict[str, dict[str, int]] = {}
-    created: dict[str, float] = {}
-    async with redis.pipeline(transaction=False) as pipe:
-        plan: list[tuple[str, str, str]] = []
-        if enumerate_filtered:
-            _queue_filter_members(pipe, keys, owners, filters, plan)
-        else:
-            for owner in owners:
-                pipe.zrevrange(keys.by_time(owner), 0, RECENT_LIMIT - 1)
-                plan.append(("recent", owner, ""))
-        for owner in owners:
-            for term in query_terms:
-                if not df_by_owner_term[(owner, term)]:
-                    continue
-                pipe.zrevrange(keys.by_term(owner, term), 0, POSTINGS_LIMIT - 1, withscores=True)
-                plan.append(("term", owner, term))
-        replies = await pipe.execute()
-
-    allowed: set[str] | None = None
-    recent: list[str] = []
-    for (kind, _owner, term), reply in zip(plan, replies, strict=True):
-        if kind == "term":
-            for member, score in reply:
-                key = member.decode()
-                tf.setdefault(key, {})[term] = posting_tf(score)
-                created[key] = score % 1e10
-        elif kind == "recent":
-            recent.extend(m.decode() for m in reply)
-    if enumerate_filtered:
-        allowed = _resolve_filter_sets(plan, replies, set(owners))
-        pool = set(allowed)
-    else:
-        pool = set(tf) | set(recent)
-    if allowed is not None:
-        pool &= allowed
-
-    # Stage one: choose whom to score exactly.
     keep_n = max(STAGE_TWO_MIN, 8 * k)
+    posting_plan = [(owner, term) for owner in owners for term in query_terms
+                    if df_by_owner_term[(owner, term)]]  # fmt: skip
+    tf: dict[str, dict[str, int]] = {}
     stage_one_cut: list[tuple[str, float]] = []
-    if len(pool) > keep_n:
-        estimate = {
-            key: sum(_stage_one_score(f, df[t], n_docs, created.get(key, now), now, config)
-                     for t, f in tf.get(key, {}).items())  # fmt: skip
-            for key in pool
-        }
-        ordered = sorted(pool, key=lambda key: (-estimate[key], key))
-        # recent memories always reach stage two: an unmatched query ranks by recency
-        chosen = set(ordered[:keep_n]) | (set(recent[:keep_n]) & pool)
-        stage_one_cut = [(key, estimate[key]) for key in ordered[keep_n:] if key not in chosen]
+    if enumerate_filtered:
+        chosen, stage_one_cut = await _from_filtered_set(
+            redis, keys, owners, filters, posting_plan, df, n_docs, now, config, keep_n, tf
+        )
     else:
-        chosen = pool
+        chosen, stage_one_cut = await _from_postings(
+            redis, keys, owners, posting_plan, df, n_docs, now, config, keep_n, explain, tf
+        )
+
+    chosen_all = chosen | {key for key, _ in stage_one_cut}
 
     # Round trip 3: the memories themselves.
     chosen_list = sorted(chosen)
@@ -204,10 +185,96 @@ async def gather(
         ))  # fmt: skip
 
     baseline, estimated = await _baseline(redis, keys, owners, owner_stats, filters,
-                                          allowed if enumerate_filtered else None,
+                                          chosen_all if enumerate_filtered else None,
                                           filtered_total, encoding, now)  # fmt: skip
     return Gathered(features, items, stats, baseline, estimated,
-                    considered=len(pool), stage_one_cut=stage_one_cut)  # fmt: skip
+                    considered=len(chosen) + len(stage_one_cut),
+                    stage_one_cut=stage_one_cut)  # fmt: skip
+
+
+def _weights(df: dict[str, int], n_docs: int, config: RankingConfig) -> dict[str, float]:
+    return {t: idf(d, n_docs) * (config.k1 + 1.0) for t, d in df.items()}
+
+
+async def _from_postings(
+    redis: Redis, keys: naming.RedisKeys, owners: Sequence[str],
+    posting_plan: list[tuple[str, str]], df: dict[str, int], n_docs: int, now: float,
+    config: RankingConfig, keep_n: int, explain: bool, tf: dict[str, dict[str, int]],
+) -> tuple[set[str], list[tuple[str, float]]]:  # fmt: skip
+    """Stage one: each term's best postings and the owners' recent memories, estimated from
+    posting data alone; the best ``keep_n`` (and every recent one) go on to stage two."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for owner in owners:
+            pipe.zrevrange(keys.by_time(owner), 0, RECENT_LIMIT - 1)
+        if posting_plan:
+            # One script call for every posting list, answering flat member/score lists:
+            # redis-py's per-pair score parsing cost more than the rest of a recall.
+            pipe.eval(_POSTINGS_LUA, 0, POSTINGS_LIMIT,
+                      *[keys.by_term(owner, term) for owner, term in posting_plan])  # fmt: skip
+        replies = await pipe.execute()
+    recent = {m.decode() for reply in replies[: len(owners)] for m in reply}
+    created: dict[str, float] = {}
+    if posting_plan:
+        for (_owner, term), flat in zip(posting_plan, replies[-1], strict=True):
+            for member, raw_score in zip(flat[::2], flat[1::2], strict=True):
+                key = member.decode()
+                score = float(raw_score)
+                tf.setdefault(key, {})[term] = posting_tf(score)
+                created[key] = score % POSTING_TF_SCALE
+    pool = set(tf) | recent
+    if len(pool) <= keep_n:
+        return pool, []
+    estimate = _stage_one(pool, tf, created, df, n_docs, now, config)
+    best = heapq.nlargest(keep_n, sorted(pool), key=estimate.__getitem__)  # stable on ties
+    chosen = set(best) | recent  # an unmatched query still ranks by recency
+    cut = sorted(((key, estimate[key]) for key in pool if key not in chosen),
+                 key=lambda pair: (-pair[1], pair[0])) if explain else []  # fmt: skip
+    missing = [key for key in recent if key not in tf] if posting_plan else []
+    if missing:  # a recent memory may hold a query term beyond the postings read
+        await _term_frequencies(redis, keys, posting_plan, missing, tf)
+    return chosen, cut
+
+
+async def _from_filtered_set(
+    redis: Redis, keys: naming.RedisKeys, owners: Sequence[str], filters: Filters,
+    posting_plan: list[tuple[str, str]], df: dict[str, int], n_docs: int, now: float,
+    config: RankingConfig, keep_n: int, tf: dict[str, dict[str, int]],
+) -> tuple[set[str], list[tuple[str, float]]]:  # fmt: skip
+    """A small filtered set is read whole and every member's term frequencies looked up,
+    so a selective filter never loses a memory to truncated postings."""
+    plan: list[tuple[str, str, str]] = []
+    async with redis.pipeline(transaction=False) as pipe:
+        _queue_filter_members(pipe, keys, owners, filters, plan)
+        replies = await pipe.execute()
+    allowed = _resolve_filter_sets(plan, replies, set(owners))
+    await _term_frequencies(redis, keys, posting_plan, sorted(allowed), tf)
+    if len(allowed) <= keep_n:
+        return allowed, []
+    weights = _weights(df, n_docs, config)
+    estimate = {key: sum(weights[t] * f / (f + config.k1) for t, f in tf.get(key, {}).items())
+                for key in allowed}  # fmt: skip
+    ordered = sorted(allowed, key=lambda key: (-estimate[key], key))
+    return set(ordered[:keep_n]), [(key, estimate[key]) for key in ordered[keep_n:]]
+
+
+async def _term_frequencies(
+    redis: Redis, keys: naming.RedisKeys, posting_plan: list[tuple[str, str]],
+    members: list[str], tf: dict[str, dict[str, int]],
+) -> None:  # fmt: skip
+    by_owner: dict[str, list[str]] = {}
+    for key in members:
+        by_owner.setdefault(owner_of(key), []).append(key)
+    queries = [(owner, term, by_owner[owner]) for owner, term in posting_plan if owner in by_owner]
+    if not queries:
+        return
+    async with redis.pipeline(transaction=False) as pipe:
+        for owner, term, owned in queries:
+            pipe.zmscore(keys.by_term(owner, term), owned)
+        replies = await pipe.execute()
+    for (_owner, term, owned), scores in zip(queries, replies, strict=True):
+        for key, score in zip(owned, scores, strict=True):
+            if score is not None:
+                tf.setdefault(key, {})[term] = posting_tf(score)
 
 
 async def fetch_items(
@@ -218,10 +285,8 @@ async def fetch_items(
     keys = naming.RedisKeys(tenant)
     keys_ = list(keys_)
     token_field = f"tk:{encoding}"
-    async with redis.pipeline(transaction=False) as pipe:
-        for key in keys_:
-            pipe.hmget(keys.item(key), "d", "fl", "fd", "fi", token_field, "dl")
-        replies = await pipe.execute()
+    flat = await redis.eval(_FETCH_LUA, 0, token_field, *[keys.item(key) for key in keys_])
+    replies = [flat[i : i + 6] for i in range(0, len(flat), 6)]
     items: dict[str, MemoryItem] = {}
     tokens: dict[str, int] = {}
     lens: dict[str, int] = {}
@@ -251,6 +316,25 @@ async def fetch_items(
             await pipe.execute()
     return items, tokens, lens
 
+
+_POSTINGS_LUA = """
+local out = {}
+for i = 2, #ARGV do
+  out[i - 1] = redis.call('ZREVRANGE', ARGV[i], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
+end
+return out
+"""
+
+# One call for every memory of a recall (a pipeline of HMGETs cost more in redis-py's
+# argument packing than in Redis).
+_FETCH_LUA = """
+local out = {}
+for i = 1, #ARGV - 1 do
+  local r = redis.call('HMGET', ARGV[i + 1], 'd', 'fl', 'fd', 'fi', ARGV[1], 'dl')
+  for j = 1, 6 do out[#out + 1] = r[j] end
+end
+return out
+"""
 
 _CACHE_TOKENS_LUA = """
 if redis.call('HSTRLEN', KEYS[1], 'd') > 0 then

@@ -109,20 +109,23 @@ class RecallService:
         gathered = await gather(
             self.redis, request.tenant, owners, query_terms, filters,
             k=request.k, encoding=request.encoding, config=config, now=now,
+            explain=request.explain,
         )  # fmt: skip
         ranking = score_candidates(gathered.features, query_terms, gathered.stats, now,
                                    self.config, strategy)  # fmt: skip
 
         items = gathered.items
+        # A query whose terms match nothing recalls nothing: recent but unrelated memories
+        # would cost tokens and tell the model nothing. An empty query ranks by recency.
+        k = request.k if ranking.relevance_mode or not query_terms else 0
         await self._prefetch_references(request, ranking, items, now)
-        result = pack(ranking, request.k, request.budget, lambda key: _pack_item(items.get(key)),
+        result = pack(ranking, k, request.budget, lambda key: _pack_item(items.get(key)),
                       count)  # fmt: skip
 
-        scores = {c.key: c for c in ranking[: max(request.k * 4, 50)]}
         memories = []
         for packed in result.kept:
             item = items[packed.item.key]
-            scored = packed.candidate or scores.get(item.key)
+            scored = packed.candidate  # None for a memory pulled in as a reference
             memories.append(RecalledMemory(
                 key=item.key, content=item.content, type=item.type, created_at=item.created_at,
                 updated_at=item.updated_at, version=item.version,

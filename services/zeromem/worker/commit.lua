@@ -11,12 +11,12 @@
 -- ARGV[1] lease key   ARGV[2] lease token ('' = unfenced)   ARGV[3] shard sequence hash
 -- ARGV[4] shard       ARGV[5] result ttl (s)                ARGV[6] tombstone ttl (ms)
 -- ARGV[7] msgpack array of decisions (strings only: Redis's cmsgpack predates msgpack's
--- binary type, so each binary value travels as an ARGV of its own and the decision holds
--- its index), each an array:
---   1 item key   2 result key   3 stream sequence ('0' = none)   4 ARGV index of the result
+-- binary type, so the encoded result and item are packed as msgpack raw strings, which
+-- Lua holds byte for byte), each an array:
+--   1 item key   2 result key   3 stream sequence ('0' = none)   4 the result (msgpack)
 --   5 guarded ('1'/'0')   6 base version   7 base last command id
 --   8 action: 'w' write, 't' tombstone, 'f' count feedback, '-' record the result only
---   9 new version   10 ARGV index of the item (msgpack; '0' = none)   11 command id
+--   9 new version   10 the item (msgpack; '' = none)   11 command id
 --   12 content changed ('1'/'0')
 --   13 feedback field   14 index operations: flat array of opcode, key, a, b
 
@@ -45,7 +45,7 @@ local function apply(d)
         if string.sub(f, 1, 3) == 'tk:' then redis.call('HDEL', item_key, f) end
       end
     end
-    redis.call('HSET', item_key, 'v', d[9], 'd', ARGV[tonumber(d[10])], 'lc', d[11])
+    redis.call('HSET', item_key, 'v', d[9], 'd', d[10], 'lc', d[11])
     redis.call('PERSIST', item_key)
   elseif action == 't' then
     -- keep the version as a tombstone so an old compare-and-set can never match again
@@ -72,7 +72,7 @@ local function apply(d)
     end
   end
 
-  redis.call('SET', d[2], ARGV[tonumber(d[4])], 'EX', ARGV[5])
+  redis.call('SET', d[2], d[4], 'EX', ARGV[5])
   return 'ok'
 end
 

@@ -28,6 +28,7 @@ from zeromem.schemas import (
     FeedbackCounts,
     MemoryItem,
     MemoryKey,
+    MemoryType,
     Patch,
     Put,
     Rejected,
@@ -99,6 +100,12 @@ class Engine:
         self.analyse = analyse
         self.derive_content = derive_content
         self.token_field = f"tk:{encoding}"
+
+    def warm_up(self) -> None:
+        """Run the analyser once, so what it loads lazily (the tokenizer's vocabulary takes
+        a few hundred milliseconds) is loaded at start rather than on the first command."""
+        self.analyse(MemoryItem(key="zeromem:warm:up", value=None, content="warm up",
+                                type=MemoryType.FACT, created_at=0.0, updated_at=0.0, version=0))  # fmt: skip
 
     def resolve_key(self, command: Command) -> str:
         """A key with no name appends a new memory named after the command id (time-ordered

@@ -29,6 +29,7 @@ from zeromem.schemas import Command, DeadLetter, Rejected, Result, encode, owner
 from zeromem.settings import Settings
 from zeromem.worker.engine import Engine, KeyState, Outcome
 from zeromem.worker.intake import Invalid, admit
+from zeromem.worker.pull import PullFeed
 from zeromem.worker.store import DUPLICATE, FENCED, OK, STALE, Store
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,10 @@ class WorkerService:
 
     async def start(self) -> WorkerService:
         await provision(self.js, self.settings)
+        try:
+            self.engine.warm_up()
+        except Exception:  # only an optimisation: the first command would load it anyway
+            log.exception("engine warm-up failed")
         self._tasks = [
             asyncio.create_task(self._run_shard(shard), name=f"shard-{shard}")
             for shard in self.shards
@@ -178,18 +183,14 @@ class WorkerService:
                     raise LeaseLostError(shard) from None
 
     async def _consume(self, shard: int) -> None:
-        psub = await self.js.pull_subscribe_bind(
-            durable=naming.shard_consumer(shard),
-            stream=naming.COMMAND_STREAM,
-            pending_msgs_limit=self.settings.batch_size * 4,
-        )
+        feed = await PullFeed(self.nc, naming.COMMAND_STREAM, naming.shard_consumer(shard)).start()
         keeper = asyncio.create_task(self._keep_lease(shard))
         try:
             while not self._stopping.is_set():
                 if keeper.done():
                     keeper.result()  # raises LeaseLostError
                 try:
-                    msgs = await psub.fetch(self.settings.batch_size, timeout=0.5)
+                    msgs = await feed.fetch(self.settings.batch_size, timeout=0.5)
                 except TimeoutError:
                     continue
                 await self._process_until_done(shard, msgs)
@@ -198,7 +199,7 @@ class WorkerService:
             with contextlib.suppress(BaseException):
                 await keeper
             with contextlib.suppress(Exception):
-                await psub.unsubscribe()
+                await feed.stop()
             with contextlib.suppress(Exception):
                 await self._release(keys=[naming.shard_lease_key(shard)], args=[self.token])
 

@@ -1,0 +1,149 @@
+"""Recall latency over NATS at growing scope sizes, next to a raw NATS request-reply.
+
+    python bench/recall_latency.py [--sizes 1000,10000,100000] [--store 1000000] [--queries 300]
+
+Loads memories through the real write path (SDK -> JetStream -> `zeromem worker`
+processes -> Redis) into owners of 1k, 10k and 100k memories, plus filler owners so the
+store holds --store memories in all; then, with `zeromem serve` running as its own process,
+times SDK recalls (k=5, budget 1,500) of random 1-3 word queries in each scope. The
+baseline is a raw NATS request-reply round trip to a responder that answers at once,
+measured in the same run. The last line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nats
+
+from zeromem import naming
+from zeromem.bus import connect_nats, provision
+from zeromem.embedded import EmbeddedStack
+from zeromem.sdk import MemoryClient
+from zeromem.settings import Settings
+
+WORDS = [f"w{i}" for i in range(5000)]  # a vocabulary with a Zipf-like use: w0 common, w4999 rare
+TOPICS = ["invoice", "deploy", "meeting", "refund", "password", "shipment", "language", "budget",
+          "schedule", "contract", "ticket", "upgrade", "release", "account", "report"]  # fmt: skip
+
+
+def content(rng: random.Random) -> str:
+    picked = [WORDS[min(int(rng.paretovariate(1.1)) - 1, len(WORDS) - 1)] for _ in range(6)]
+    return f"{rng.choice(TOPICS)} {' '.join(picked)} {rng.choice(TOPICS)} id{rng.randrange(10**6)}"
+
+
+def query(rng: random.Random) -> str:
+    words = [rng.choice(TOPICS)] + [WORDS[rng.randrange(200)] for _ in range(rng.randrange(3))]
+    return " ".join(words)
+
+
+def percentile(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+async def load(client: MemoryClient, owner: str, n: int, rng: random.Random) -> None:
+    for i in range(n):
+        await client.put(f"{owner}:m{i}", i, content=content(rng), type="fact",
+                         wait="applied" if i == n - 1 else "none")  # fmt: skip
+
+
+async def raw_round_trips(url: str, n: int) -> list[float]:
+    nc = await nats.connect(url)
+
+    async def echo(msg) -> None:  # type: ignore[no-untyped-def]
+        await msg.respond(b"ok")
+
+    await nc.subscribe("bench.echo", cb=echo)
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        await nc.request("bench.echo", b"ping" * 16, timeout=2)
+        samples.append((time.perf_counter() - start) * 1000)
+    await nc.close()
+    return samples
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--store", type=int, default=1_000_000, help="memories in the store in all")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rng = random.Random(7)
+
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
+        settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url)
+        nc = await connect_nats(settings, "bench")
+        await provision(nc.jetstream(), settings)
+        await nc.close()
+        env = dict(os.environ, ZEROMEM_NATS_URL=stack.nats_url, ZEROMEM_REDIS_URL=stack.redis_url)
+        procs = [subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index",
+                                   str(i), "--count", str(args.workers)], env=env,
+                                  stderr=subprocess.DEVNULL) for i in range(args.workers)]  # fmt: skip
+        procs.append(subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "serve"], env=env,
+                                      stderr=subprocess.DEVNULL))  # fmt: skip
+        try:
+            await asyncio.sleep(1.5)
+            async with await MemoryClient.connect(stack.nats_url, tenant="bench",
+                                                  agent="bench", timeout=30) as client:  # fmt: skip
+                started = time.perf_counter()
+                for size in sizes:
+                    await load(client, f"user:s{size}", size, rng)
+                filler = max(0, args.store - sum(sizes))
+                owners = 1000
+                for o in range(owners):
+                    await load(client, f"user:f{o}", filler // owners, rng)
+                load_s = time.perf_counter() - started
+                print(f"loaded {sum(sizes) + filler // owners * owners} memories in {load_s:.0f} s",
+                      file=sys.stderr)  # fmt: skip
+
+                raw = await raw_round_trips(stack.nats_url, args.queries * 2)
+                results = {}
+                for size in sizes:
+                    for _ in range(20):  # warm the service
+                        await client.recall(query(rng), owners=[f"user:s{size}"])
+                    samples = []
+                    tokens = []
+                    for _ in range(args.queries):
+                        q = query(rng)
+                        start = time.perf_counter()
+                        reply = await client.recall(q, owners=[f"user:s{size}"], k=5, budget=1500)
+                        samples.append((time.perf_counter() - start) * 1000)
+                        tokens.append(reply.tokens)
+                    results[size] = (percentile(samples, 50), percentile(samples, 99),
+                                     statistics.mean(tokens))  # fmt: skip
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.wait(10)
+
+    raw50, raw99 = percentile(raw, 50), percentile(raw, 99)
+    print(f"raw NATS request-reply        p50 {raw50:6.2f} ms   p99 {raw99:6.2f} ms")
+    for size, (p50, p99, tok) in results.items():
+        print(f"recall, {size:>7} in scope   p50 {p50:6.2f} ms   p99 {p99:6.2f} ms   "
+              f"({p50 / raw50:.1f}x raw p50; mean {tok:.0f} tokens)")  # fmt: skip
+    small, large = results[sizes[0]][0], results[sizes[-1]][0]
+    print(f"scaling p50 {sizes[-1]} / {sizes[0]}: {large / small:.2f}x")
+    print(json.dumps({
+        "store": args.store, "raw_p50_ms": round(raw50, 3), "raw_p99_ms": round(raw99, 3),
+        "recall": {str(s): {"p50_ms": round(v[0], 3), "p99_ms": round(v[1], 3)} for s, v in results.items()},
+        "scaling_p50_largest_over_smallest": round(large / small, 3),
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
