@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help run test test-unit test-integration bench bench-write lint schemas clean
+.PHONY: help install run test test-unit bench-write bench-recall bench-quality lint schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -28,6 +28,12 @@ test-unit: $(STAMP) ## unit tests only (no servers)
 
 bench-write: $(STAMP) ## end-to-end applied/s next to raw JetStream publish/s
 	$(BIN)/python bench/write_throughput.py
+
+bench-recall: $(STAMP) ## recall p50/p99 at 1k, 10k, 100k in scope (1M stored) next to raw NATS request-reply
+	$(BIN)/python bench/recall_latency.py
+
+bench-quality: $(STAMP) ## recall@k and tokens on a generated labelled dataset
+	$(BIN)/python bench/quality/run.py
 
 lint: $(STAMP) ## ruff
 	$(BIN)/python -m ruff check schemas services tests bench
