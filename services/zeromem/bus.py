@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import logging
 
-import nats
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import (

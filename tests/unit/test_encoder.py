@@ -437,15 +437,19 @@ def test_the_all_tokens_fit_case_is_exercised() -> None:
 
 
 @pytest.mark.parametrize("sample", ALL_SAMPLES, ids=ids(ALL_SAMPLES))
-def test_ids_come_before_numbers_when_space_runs_out(sample: Sample) -> None:
-    """Priority: every guaranteed bare number implies all ids were guaranteed."""
+def test_priority_order_puts_bare_numbers_last(sample: Sample) -> None:
+    """Pure integers (always tier 2 or 3) come after every token starting with a letter
+    (ids, ``USD12``-style amounts, month dates: tiers 0 and 1), and integers of 3+ digits
+    before shorter ones; so when space runs out, bare numbers are what is dropped."""
     tokens = salient_tokens(sample.text)
-    guaranteed = prefix_within_budget(tokens)
-    if len(guaranteed) < len(tokens):
-        dropped = tokens[len(guaranteed) :]
-        bare_numbers = re.compile(r"\d+(?:[.,]\d+)*")
-        if any(bare_numbers.fullmatch(t) for t in guaranteed):
-            assert all(bare_numbers.fullmatch(t) for t in dropped)
+    integers = [i for i, t in enumerate(tokens) if t.isascii() and t.isdigit()]
+    lettered = [i for i, t in enumerate(tokens) if re.match(r"[A-Za-z]", t)]
+    if integers and lettered:
+        assert max(lettered) < min(integers)
+    long_ones = [i for i in integers if len(tokens[i]) >= 3]
+    short_ones = [i for i in integers if len(tokens[i]) < 3]
+    if long_ones and short_ones:
+        assert max(long_ones) < min(short_ones)
 
 
 @pytest.mark.parametrize(

@@ -110,19 +110,21 @@ class Engine:
     def resolve_key(self, command: Command) -> str:
         """A key with no name appends a new memory named after the command id (time-ordered
         and the same on every redelivery, so an append is idempotent too)."""
-        parsed = MemoryKey.parse(command.key)
-        return command.key if parsed.name else f"{command.key}:{command.id}"
+        key = command.key
+        # Neither the namespace nor the owner id nor the name may hold a ':', so a key the
+        # decoder validated has a name exactly when it has two: no need to parse it again.
+        if key.count(":") == 2:
+            return key
+        parsed = MemoryKey.parse(key)
+        return key if parsed.name else f"{key}:{command.id}"
 
     def decide(self, command: Command, key: str, state: KeyState, now: float) -> Outcome:
         """Decide ``command`` against ``state`` and advance ``state`` to what follows."""
-        live = state.live(now)
-        base = Outcome(
-            command=command,
-            key=key,
-            result=self._rejected(command, key, now, ""),
-            base_version=state.version,
-            base_command=state.last_command,
-        )
+        stored = state.item
+        live = stored if stored is None or stored.expires_at is None or stored.expires_at > now else None
+        # Every path below sets the result; none is built that would be thrown away.
+        base = Outcome(command, key, None, base_version=state.version,  # type: ignore[arg-type]
+                       base_command=state.last_command)  # fmt: skip
         if isinstance(command, Feedback):
             return self._feedback(command, key, state, live, now, base)
 
@@ -139,7 +141,7 @@ class Engine:
 
         if isinstance(command, Put):
             new = self._put_item(command, key, live, state.version + 1, now)
-        elif isinstance(command, Patch | Expire):
+        elif isinstance(command, (Patch, Expire)):
             if live is None:
                 base.result = self._rejected(command, key, now, "not_found: no memory at this key")
                 return base
@@ -162,15 +164,17 @@ class Engine:
         else:  # pragma: no cover - the decoder admits only the types above
             raise TypeError(f"unknown command {type(command).__name__}")
 
+        feedback = state.feedback
+        item = new if new.feedback == feedback else msgspec.structs.replace(new, feedback=feedback)
         base.action = WRITE
         base.new_version = new.version
-        base.item = msgspec.structs.replace(new, feedback=state.feedback)
-        base.content_changed = state.item is None or state.item.content != new.content
-        base.ops = self._write_ops(command.tenant, key, state.item, new)
+        base.item = item
+        base.content_changed = stored is None or stored.content != new.content
+        base.ops = self._write_ops(command.tenant, key, stored, new)
         base.result = Applied(
             command_id=command.id, tenant=command.tenant, key=key, op=_op(command),
             agent=command.agent, applied_at=now, version=new.version,
-            previous_version=state.version if live is not None else 0, item=base.item,
+            previous_version=state.version if live is not None else 0, item=item,
         )  # fmt: skip
         state.version, state.item, state.last_command = new.version, new, command.id
         return base
@@ -317,8 +321,7 @@ class Engine:
     ) -> list[IndexOp]:
         if old is not None and _same_index_shape(old, new):
             # The common rewrite (a status, a counter): only the memory's time moves.
-            keys = naming.RedisKeys(tenant)
-            return [(ZADD, keys.by_time(_owner(key)), new.updated_at, key)]
+            return [(ZADD, redis_keys(tenant).by_time(_owner(key)), new.updated_at, key)]
         new_doc = self.analyse(new)
         new_entries = self._entries(tenant, key, new, new_doc)
         deltas = self._stats(new, new_doc, +1)
@@ -390,10 +393,30 @@ POSTING_TF_SCALE = 1e10
 _EMPTY = Analysis(terms={}, length=0, tokens=0)
 
 
+_KEYS: dict[str, naming.RedisKeys] = {}
+
+
+def redis_keys(tenant: str) -> naming.RedisKeys:
+    """One ``RedisKeys`` per tenant instead of one per use (bounded: cleared when large)."""
+    keys = _KEYS.get(tenant)
+    if keys is None:
+        if len(_KEYS) >= 4096:
+            _KEYS.clear()
+        keys = _KEYS[tenant] = naming.RedisKeys(tenant)
+    return keys
+
+
 def _owner(key: str) -> str:
     ns, owner_id, _ = key.split(":", 2)
     return f"{ns}:{owner_id}"
 
 
+_OPS: dict[type, str] = {}
+
+
 def _op(command: Command) -> str:
-    return type(command).__name__.lower()
+    cls = type(command)
+    op = _OPS.get(cls)
+    if op is None:
+        op = _OPS[cls] = cls.__name__.lower()
+    return op

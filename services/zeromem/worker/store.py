@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.schemas import Applied, FeedbackCounts, MemoryItem, Result, decode_result, encode
-from zeromem.worker.engine import KeyState, Outcome
+from zeromem.worker.engine import KeyState, Outcome, redis_keys
 
 _ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
 _ENCODE = msgspec.msgpack.Encoder().encode  # the same bytes as schemas.encode, one call less
@@ -75,8 +75,8 @@ class Store:
     ) -> tuple[list[KeyState], list[Result | None]]:
         """The state of each (tenant, key) and the stored result of each (tenant, command id)."""
         args: list[object] = [len(keys)]
-        args += [naming.RedisKeys(tenant).item(key) for tenant, key in keys]
-        args += [naming.RedisKeys(tenant).command(cid) for tenant, cid in command_ids]
+        args += [redis_keys(tenant).item(key) for tenant, key in keys]
+        args += [redis_keys(tenant).command(cid) for tenant, cid in command_ids]
         replies = await self._read(args=args)
         states = [decode_item_hash(r) for r in replies[: len(keys)]]
         done = [decode_result(r) if r else None for r in replies[len(keys) :]]
@@ -98,7 +98,7 @@ class Store:
         decisions = []
         for outcome, sequence in zip(outcomes, sequences, strict=True):
             command = outcome.command
-            tenant = command.tenant
+            keys = redis_keys(command.tenant)
             result = outcome.result
             if type(result) is Applied and result.item is not None:
                 # The stored result answers redeliveries; the memory itself is stored once.
@@ -106,7 +106,7 @@ class Store:
             item = outcome.item
             ops = outcome.ops
             decisions.append((
-                f"zm:{tenant}:m:{outcome.key}", f"zm:{tenant}:c:{command.id}", str(sequence),
+                keys.item(outcome.key), keys.command(command.id), str(sequence),
                 _ENCODE(result), "1" if outcome.guarded else "0", str(outcome.base_version),
                 outcome.base_command, outcome.action, str(outcome.new_version),
                 "" if item is None else _ENCODE(_stored_form(item)),
