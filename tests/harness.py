@@ -19,7 +19,9 @@ class ServiceSet:
     closers: list[Any] = field(default_factory=list)
 
     @classmethod
-    async def start(cls, settings: Settings, *, worker_cls: Any = None) -> ServiceSet:
+    async def start(
+        cls, settings: Settings, *, worker_cls: Any = None, telemetry: Any = None
+    ) -> ServiceSet:
         from zeromem.serve import build_read_broker
         from zeromem.worker.service import WorkerService
 
@@ -35,7 +37,7 @@ class ServiceSet:
 
         read_redis = connect_redis(settings)
         services.closers.append(read_redis.aclose)
-        broker = build_read_broker(settings, read_redis)
+        broker = build_read_broker(settings, read_redis, telemetry)
         await broker.start()
         services.brokers.append(broker)
         return services

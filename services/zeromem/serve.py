@@ -9,19 +9,23 @@ from redis.asyncio import Redis
 from zeromem.bus import connect_redis
 from zeromem.query.service import register_query_handlers, register_recall_handler
 from zeromem.settings import Settings
+from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
 
 
-def build_read_broker(settings: Settings, redis: Redis) -> NatsBroker:
+def build_read_broker(
+    settings: Settings, redis: Redis, telemetry: Telemetry | None = None
+) -> NatsBroker:
     # logger=None: FastStream's per-message log line costs more than a read itself.
     broker = NatsBroker(settings.nats_url, logger=None, max_reconnect_attempts=-1)
     register_query_handlers(broker, redis)
-    register_recall_handler(broker, redis)
+    register_recall_handler(broker, redis, telemetry)
     return broker
 
 
 async def run_read_services(settings: Settings) -> None:
     redis = connect_redis(settings)
-    app = FastStream(build_read_broker(settings, redis), logger=None)
+    telemetry = configure_telemetry(TelemetryConfig("serve", settings.metrics_port))
+    app = FastStream(build_read_broker(settings, redis, telemetry), logger=None)
     try:
         await app.run()
     finally:

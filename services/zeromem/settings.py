@@ -27,6 +27,7 @@ class Settings:
     lease_ttl_s: float = 10.0
     reaper_interval_s: float = 1.0
     stream_max_age_s: float = 0.0  # 0 keeps the command log forever (rebuild needs it)
+    metrics_port: int = 0  # Prometheus scrape endpoint of this process; 0: none
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:

@@ -63,6 +63,9 @@ class RecallRequest(_Query, frozen=True):
     strategy: dict[str, Any] = {}
     explain: bool = False
     include_archived: bool = False
+    # The tokens of the agent's whole conversation so far, when it reports them: what
+    # carrying the history would have cost this turn (counted in the savings metrics).
+    history_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class RecalledMemory(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -11,7 +11,11 @@ from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.query.reads import get_items, list_keys
+from opentelemetry import propagate
+from opentelemetry.trace import SpanKind
+
 from zeromem.recall.service import RecallError, RecallService
+from zeromem.telemetry import Telemetry
 from zeromem.schemas import (
     ErrorReply,
     GetReply,
@@ -64,8 +68,11 @@ def register_query_handlers(broker: NatsBroker, redis: Redis) -> None:
         return NatsResponse(encode(reply))
 
 
-def register_recall_handler(broker: NatsBroker, redis: Redis) -> RecallService:
-    service = RecallService(redis)
+def register_recall_handler(
+    broker: NatsBroker, redis: Redis, telemetry: Telemetry | None = None
+) -> RecallService:
+    service = RecallService(redis, telemetry=telemetry)
+    tracer = service.telemetry.tracer
 
     @broker.subscriber(naming.query_subject_all("recall"), queue=naming.RECALL_QUEUE_GROUP)
     async def handle_recall(msg: NatsMessage) -> NatsResponse:
@@ -75,10 +82,16 @@ def register_recall_handler(broker: NatsBroker, redis: Redis) -> RecallService:
             return error_response("bad_request", str(exc))
         if request.tenant != _tenant_of(msg.raw_message.subject):
             return error_response("bad_request", "tenant does not match the subject")
-        try:
-            reply = await service.recall(request)
-        except RecallError as exc:
-            return error_response("bad_request", str(exc))
+        # The agent's trace continues here: one agent turn is one trace.
+        parent = propagate.extract(msg.raw_message.headers or {})
+        with tracer.start_as_current_span("zeromem recall", context=parent,
+                                          kind=SpanKind.SERVER) as span:  # fmt: skip
+            span.set_attribute("zeromem.tenant", request.tenant)
+            try:
+                reply = await service.recall(request)
+            except RecallError as exc:
+                return error_response("bad_request", str(exc))
+            span.set_attribute("zeromem.recall.tokens", reply.tokens)
         return NatsResponse(encode(reply))
 
     return service

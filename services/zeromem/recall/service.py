@@ -28,6 +28,7 @@ from zeromem.recall.ranking import (
 from zeromem.recall.retrieve import Filters, fetch_items, gather
 from zeromem.recall.text import terms
 from zeromem.recall.tokens import token_counter
+from zeromem.telemetry import Telemetry, attributes
 from zeromem.schemas import (
     Candidate,
     MemoryItem,
@@ -83,11 +84,24 @@ def _strategy_filters(strategy: Strategy) -> tuple[float | None, set[str], set[s
 
 
 class RecallService:
-    def __init__(self, redis: Redis, config: RankingConfig | None = None) -> None:
+    def __init__(
+        self, redis: Redis, config: RankingConfig | None = None, telemetry: Telemetry | None = None
+    ) -> None:
         self.redis = redis
         self.config = config or RankingConfig()
+        self.telemetry = telemetry or Telemetry()
 
     async def recall(self, request: RecallRequest) -> RecallReply:
+        started = time.perf_counter()
+        reply = await self._recall(request)
+        self.telemetry.record_recall(request.tenant, request.reader, reply.tokens,
+                                     reply.baseline_tokens, time.perf_counter() - started)  # fmt: skip
+        if request.history_tokens:
+            self.telemetry.history_tokens.add(request.history_tokens,
+                                              attributes(request.tenant, request.reader))  # fmt: skip
+        return reply
+
+    async def _recall(self, request: RecallRequest) -> RecallReply:
         now = time.time()
         try:
             strategy = build_strategy(request.strategy)

@@ -25,7 +25,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
-
+from opentelemetry import propagate, trace
 from zeromem import naming
 from zeromem.ids import new_command_id
 from zeromem.schemas import (
@@ -63,6 +63,7 @@ from zeromem.sdk.errors import (
     ServiceUnavailableError,
     WaitTimeoutError,
 )
+from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ class Receipt:
 
 
 _MISSING: Any = object()
+_OPS = {Put: "put", Patch: "patch", Delete: "delete", Expire: "expire", Feedback: "feedback"}
 
 
 class MemoryClient:
@@ -120,6 +122,7 @@ class MemoryClient:
         shards: int = naming.DEFAULT_SHARDS,
         timeout: float = 5.0,
         own_connection: bool = False,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
@@ -132,6 +135,8 @@ class MemoryClient:
         self._waiting: dict[str, asyncio.Future[Result]] = {}
         self._reply_sub: Any = None
         self._acks = AckCounter(nc, self._inbox)
+        self.telemetry = telemetry or Telemetry()
+        self._published = self.telemetry.commands_published
 
     @classmethod
     async def connect(
@@ -274,6 +279,11 @@ class MemoryClient:
             command.tenant, naming.shard_for(command.tenant, parsed.owner, self.shards)
         )
         headers = {naming.MSG_ID_HEADER: command.id}
+        if trace.get_current_span().get_span_context().is_valid:
+            # W3C trace context rides in the headers: the worker's apply joins this trace.
+            propagate.inject(headers)
+        self._published.add(1, {"zeromem.tenant": command.tenant, "zeromem.agent": command.agent,
+                                "zeromem.op": _OPS[type(command)]})  # fmt: skip
         if wait is Wait.NONE:
             await self._acks.publish(subject, encode(command), headers)
             return Receipt(command.id, key, "published")
@@ -367,17 +377,19 @@ class MemoryClient:
         encoding: str = "cl100k_base",
         strategy: dict[str, Any] | None = None,
         explain: bool = False,
+        history_tokens: int = 0,
     ) -> RecallReply:
         """The memories that matter for ``query`` within ``owners`` (e.g. ``user:u1``,
         ``task:t42``), ranked and packed into ``budget`` tokens. ``reply.context`` is the
         block to put in the prompt; ``reply.baseline_tokens`` is what injecting every
-        memory that passed the filters would have cost."""
+        memory that passed the filters would have cost. ``history_tokens``, when the agent
+        reports it, is what carrying its whole history would have cost (for the metrics)."""
         scope = RecallScope(owners=tuple(owners), prefix=prefix,
                             types=tuple(MemoryType(t) for t in types), tags=tuple(tags),
                             since=since, until=until)  # fmt: skip
         request = RecallRequest(tenant=self.tenant, reader=self.agent, query=query, scope=scope,
                                 k=k, budget=budget, encoding=encoding, strategy=strategy or {},
-                                explain=explain)  # fmt: skip
+                                explain=explain, history_tokens=history_tokens)  # fmt: skip
         return await self._request("recall", request, RecallReply)
 
     async def search(
@@ -391,8 +403,12 @@ class MemoryClient:
 
     async def _request(self, kind: str, request: Any, reply_type: type[T]) -> T:
         subject = naming.query_subject(self.tenant, kind)
+        headers: dict[str, str] = {}
+        if trace.get_current_span().get_span_context().is_valid:
+            propagate.inject(headers)
         try:
-            msg = await self.nc.request(subject, encode(request), timeout=self.timeout)
+            msg = await self.nc.request(subject, encode(request), timeout=self.timeout,
+                                        headers=headers or None)  # fmt: skip
         except (NoRespondersError, NatsTimeoutError, TimeoutError):
             raise ServiceUnavailableError(kind, self.timeout) from None
         if msg.headers and ERROR_HEADER in msg.headers:

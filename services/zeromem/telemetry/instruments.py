@@ -1,0 +1,115 @@
+"""The instruments, declared once. Attributes are bounded: tenant, agent, op, shard,
+outcome; never a key or free text (a key per series would explode any backend)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
+
+SCOPE = "zeromem"
+
+# Buckets for latencies in seconds: sub-millisecond to tens of seconds.
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                    2.5, 5.0, 10.0, 30.0)  # fmt: skip
+_BATCH_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000)
+
+
+def attributes(tenant: str, agent: str = "", **more: str | int) -> dict[str, str | int]:
+    attrs: dict[str, str | int] = {"zeromem.tenant": tenant}
+    if agent:
+        attrs["zeromem.agent"] = agent
+    attrs.update(more)
+    return attrs
+
+
+class Telemetry:
+    """Every zeromem instrument, on one meter. Built from a MeterProvider so tests can read
+    real values through an in-memory reader; with none, the global (no-op unless the
+    application configured OpenTelemetry) provider is used."""
+
+    def __init__(
+        self,
+        meter_provider: MeterProvider | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+    ) -> None:
+        meter: Meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE)
+        self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(SCOPE)
+        self._lag: dict[int, int] = {}
+
+        # --- the write path ---
+        self.commands_published = meter.create_counter(
+            "zeromem.commands.published", unit="{command}",
+            description="Commands an agent published (SDK side)")  # fmt: skip
+        self.commands = meter.create_counter(
+            "zeromem.commands", unit="{command}",
+            description="Commands handled by the workers, by op and outcome "
+            "(applied, conflict, rejected, duplicate, dead_letter)")  # fmt: skip
+        self.write_llm_tokens = meter.create_counter(
+            "zeromem.write.llm_tokens", unit="{token}",
+            description="LLM tokens spent on writing memory: zero by construction, "
+            "reported so the zero is visible next to the recall figures")  # fmt: skip
+        self.apply_duration = meter.create_histogram(
+            "zeromem.command.apply.duration", unit="s",
+            description="From the agent's publish to the worker's apply",
+            explicit_bucket_boundaries_advisory=_LATENCY_BUCKETS)  # fmt: skip
+        self.batch_size = meter.create_histogram(
+            "zeromem.worker.batch.size", unit="{command}",
+            description="Commands per batch a worker applied in one round trip",
+            explicit_bucket_boundaries_advisory=_BATCH_BUCKETS)  # fmt: skip
+        meter.create_observable_gauge(
+            "zeromem.shard.pending", callbacks=[self._observe_lag], unit="{command}",
+            description="Commands waiting in a shard's consumer (lag)")  # fmt: skip
+
+        # --- memories ---
+        self.memories_stored = meter.create_up_down_counter(
+            "zeromem.memories.stored", unit="{memory}",
+            description="Live memories created minus removed")  # fmt: skip
+        self.memories_expired = meter.create_counter(
+            "zeromem.memories.expired", unit="{memory}",
+            description="Memories removed because their time to live passed")  # fmt: skip
+        self.memories_archived = meter.create_counter(
+            "zeromem.memories.archived", unit="{memory}",
+            description="Memories moved to the archive tier")  # fmt: skip
+
+        # --- recall: the token savings ---
+        self.recalls = meter.create_counter(
+            "zeromem.recall.requests", unit="{request}", description="Recalls answered")
+        self.tokens_injected = meter.create_counter(
+            "zeromem.recall.tokens.injected", unit="{token}",
+            description="Tokens of the context blocks recall returned")  # fmt: skip
+        self.tokens_baseline = meter.create_counter(
+            "zeromem.recall.tokens.baseline", unit="{token}",
+            description="Tokens of every memory that passed the filters: "
+            "what injecting everything would have cost")  # fmt: skip
+        self.tokens_saved = meter.create_counter(
+            "zeromem.recall.tokens.saved", unit="{token}",
+            description="Baseline tokens minus injected tokens")  # fmt: skip
+        self.history_tokens = meter.create_counter(
+            "zeromem.agent.history.tokens", unit="{token}",
+            description="Tokens of an agent's full conversation history, as the agent "
+            "reports them: what carrying the history would have cost")  # fmt: skip
+        self.recall_duration = meter.create_histogram(
+            "zeromem.recall.duration", unit="s", description="Recall service time",
+            explicit_bucket_boundaries_advisory=_LATENCY_BUCKETS)  # fmt: skip
+
+    # --- helpers the services call -------------------------------------------------------
+
+    def set_lag(self, shard: int, pending: int) -> None:
+        self._lag[shard] = pending
+
+    def _observe_lag(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(pending, {"zeromem.shard": shard}) for shard, pending in self._lag.items()]
+
+    def record_recall(
+        self, tenant: str, agent: str, injected: int, baseline: int, seconds: float
+    ) -> None:
+        attrs = attributes(tenant, agent)
+        self.recalls.add(1, attrs)
+        self.tokens_injected.add(injected, attrs)
+        self.tokens_baseline.add(baseline, attrs)
+        self.tokens_saved.add(max(0, baseline - injected), attrs)
+        self.recall_duration.record(seconds, attrs)
+
+

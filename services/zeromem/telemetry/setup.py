@@ -1,0 +1,78 @@
+"""Configuring exporters from the environment, without ever breaking the service.
+
+- A Prometheus scrape endpoint on ``metrics_port`` (``ZEROMEM_METRICS_PORT``), if set.
+- OTLP over HTTP when the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the per-signal
+  ``..._METRICS_ENDPOINT`` / ``..._TRACES_ENDPOINT``) is set; the exporter reads the other
+  ``OTEL_*`` variables itself. An unreachable collector costs the metrics, nothing else:
+  exports run in a background thread and their failures are logged by the SDK.
+- Nothing on the console by default.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from zeromem.telemetry.instruments import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryConfig:
+    service: str  # e.g. "worker", "serve"
+    metrics_port: int = 0  # 0: no Prometheus endpoint
+    metrics_host: str = "127.0.0.1"
+
+    @property
+    def otlp_metrics(self) -> bool:
+        return bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                    or os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"))  # fmt: skip
+
+    @property
+    def otlp_traces(self) -> bool:
+        return bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                    or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))  # fmt: skip
+
+
+def configure_telemetry(config: TelemetryConfig) -> Telemetry:
+    resource = Resource.create({"service.name": f"zeromem-{config.service}",
+                                "service.namespace": "zeromem"})  # fmt: skip
+    readers: list[MetricReader] = []
+    if config.metrics_port:
+        try:
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+            from prometheus_client import start_http_server
+
+            start_http_server(config.metrics_port, addr=config.metrics_host)
+            readers.append(PrometheusMetricReader())
+        except Exception:  # a port in use must not stop the service
+            log.exception("Prometheus endpoint on port %d unavailable", config.metrics_port)
+    if config.otlp_metrics:
+        try:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+            readers.append(PeriodicExportingMetricReader(OTLPMetricExporter()))
+        except Exception:
+            log.exception("OTLP metrics exporter unavailable")
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+
+    tracer_provider: trace.TracerProvider | None = None
+    if config.otlp_traces:
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            sdk_provider = TracerProvider(resource=resource)
+            sdk_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+            tracer_provider = sdk_provider
+        except Exception:
+            log.exception("OTLP trace exporter unavailable")
+    return Telemetry(meter_provider, tracer_provider)

@@ -1,0 +1,127 @@
+"""Telemetry against the real stack: metric values after a known workload, the Prometheus
+endpoint of a running service, one trace across an agent turn."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from typing import Any
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from tests.harness import ServiceSet
+from zeromem.embedded import free_port
+from zeromem.sdk import MemoryClient
+from zeromem.telemetry import Telemetry
+
+
+def metric_values(reader: InMemoryMetricReader) -> dict[str, list[tuple[dict[str, Any], float]]]:
+    out: dict[str, list[tuple[dict[str, Any], float]]] = {}
+    data = reader.get_metrics_data()
+    for rm in data.resource_metrics if data else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                for point in metric.data.data_points:
+                    value = getattr(point, "value", None)
+                    if value is None:
+                        value = point.sum
+                    out.setdefault(metric.name, []).append((dict(point.attributes), value))
+    return out
+
+
+def total(values: dict[str, list[tuple[dict[str, Any], float]]], name: str, **attrs: Any) -> float:
+    return sum(v for a, v in values.get(name, []) if all(a.get(k) == w for k, w in attrs.items()))
+
+
+async def test_100_recalls_count_exactly_the_injected_and_baseline_tokens(isolated) -> None:
+    reader = InMemoryMetricReader()
+    telemetry = Telemetry(MeterProvider(metric_readers=[reader]))
+    services = await ServiceSet.start(isolated, telemetry=telemetry)
+    try:
+        async with await MemoryClient.connect(isolated.nats_url, tenant="acme", agent="planner",
+                                              shards=isolated.shards) as client:  # fmt: skip
+            for i in range(40):
+                await client.put(f"user:u1:fact{i}", i, content=f"fact number {i} about the rollout plan",
+                                 wait="applied" if i == 39 else "none")  # fmt: skip
+            injected = baseline = 0
+            for i in range(100):
+                reply = await client.recall(f"rollout plan fact {i % 40}", owners=["user:u1"],
+                                            k=1 + i % 5, budget=30 + i, history_tokens=1000)  # fmt: skip
+                injected += reply.tokens
+                baseline += reply.baseline_tokens
+        values = metric_values(reader)
+        attrs = {"zeromem.tenant": "acme", "zeromem.agent": "planner"}
+        assert total(values, "zeromem.recall.requests", **attrs) == 100
+        assert total(values, "zeromem.recall.tokens.injected", **attrs) == injected
+        assert total(values, "zeromem.recall.tokens.baseline", **attrs) == baseline
+        assert total(values, "zeromem.recall.tokens.saved", **attrs) == baseline - injected
+        assert total(values, "zeromem.agent.history.tokens", **attrs) == 100_000
+        assert injected < baseline
+    finally:
+        await services.stop()
+
+
+async def test_prometheus_endpoint_of_a_running_service_shows_the_token_metrics(isolated) -> None:
+    port = free_port()
+    env = dict(os.environ, ZEROMEM_NATS_URL=isolated.nats_url, ZEROMEM_REDIS_URL=isolated.redis_url,
+               ZEROMEM_SHARDS=str(isolated.shards), ZEROMEM_METRICS_PORT=str(port))  # fmt: skip
+    serve = subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "serve"], env=env,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+    services = await ServiceSet.start(isolated)  # workers (and a second read service)
+    try:
+        async with await MemoryClient.connect(isolated.nats_url, tenant="acme", agent="scraper",
+                                              shards=isolated.shards) as client:  # fmt: skip
+            await client.put("user:u1:a", 1, content="alpha beta gamma", wait="applied")
+            await services.brokers[0].stop()  # leave the subprocess as the only recall service
+            services.brokers.clear()
+            for _ in range(50):
+                try:
+                    await client.recall("alpha", owners=["user:u1"])
+                    break
+                except Exception:
+                    await asyncio.sleep(0.1)
+            body = ""
+            for _ in range(50):
+                try:
+                    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+                    if "zeromem_recall_tokens_injected" in body:
+                        break
+                except OSError:
+                    pass
+                await asyncio.sleep(0.1)
+        assert "zeromem_recall_tokens_injected" in body
+        assert "zeromem_recall_tokens_baseline" in body
+        assert 'zeromem_tenant="acme"' in body
+    finally:
+        serve.terminate()
+        serve.wait(10)
+        await services.stop()
+
+
+async def test_a_recall_joins_the_agents_trace(isolated) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry = Telemetry(tracer_provider=provider)
+    services = await ServiceSet.start(isolated, telemetry=telemetry)
+    tracer = provider.get_tracer("agent")
+    try:
+        async with await MemoryClient.connect(isolated.nats_url, tenant="acme",
+                                              shards=isolated.shards) as client:  # fmt: skip
+            await client.put("user:u1:a", 1, content="alpha", wait="applied")
+            with tracer.start_as_current_span("agent turn") as turn:
+                await client.recall("alpha", owners=["user:u1"])
+            trace_id = turn.get_span_context().trace_id
+        time.sleep(0.05)
+        recall_spans = [s for s in exporter.get_finished_spans() if s.name == "zeromem recall"]
+        assert recall_spans and recall_spans[0].context.trace_id == trace_id
+    finally:
+        await services.stop()
