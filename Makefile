@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test test-unit bench-write bench-recall bench-quality lint schemas clean
+.PHONY: help install run test test-unit demo bench-write bench-recall bench-quality lint schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -25,6 +25,9 @@ test: $(STAMP) ## the whole suite against real servers (a few minutes)
 
 test-unit: $(STAMP) ## unit tests only (no servers)
 	$(BIN)/python -m pytest -q tests/unit
+
+demo: $(STAMP) ## a planner and two workers over hundreds of turns: the token savings, measured
+	$(BIN)/python -m zeromem.demo
 
 bench-write: $(STAMP) ## end-to-end applied/s next to raw JetStream publish/s
 	$(BIN)/python bench/write_throughput.py

@@ -56,7 +56,7 @@ def change_watch_subject(tenant: str, namespace: str = "*", owner_id: str = "*")
 
 
 def query_subject(tenant: str, kind: str) -> str:
-    """Request-reply reads: ``kind`` is ``get``, ``list`` or ``recall``."""
+    """Request-reply reads: ``kind`` is ``get``, ``list``, ``recall`` or ``stats``."""
     return f"{_PREFIX}.q.{tenant}.{kind}"
 
 
@@ -134,6 +134,11 @@ class RedisKeys:
     def by_term(self, owner: str, term: str) -> str:
         """Inverted index for recall: key -> term frequency."""
         return f"zm:{self.tenant}:o:{{{owner}}}:w:{term}"
+
+    def usage(self, day: str) -> str:
+        """Hash of one UTC day (YYYYMMDD): "{minute}|{agent}|{measure}" -> count, for
+        ``zeromem stats`` (recalls and tokens injected, baseline, history)."""
+        return f"zm:{self.tenant}:usage:{day}"
 
     def owner_stats(self, owner: str) -> str:
         """Hash: n (live memories), len (total indexed terms), for BM25's length norm."""

@@ -18,15 +18,18 @@ def build_read_broker(
     # logger=None: FastStream's per-message log line costs more than a read itself.
     broker = NatsBroker(settings.nats_url, logger=None, max_reconnect_attempts=-1)
     register_query_handlers(broker, redis)
-    register_recall_handler(broker, redis, telemetry)
+    recall = register_recall_handler(broker, redis, telemetry)
+    broker.zeromem_recall = recall  # type: ignore[attr-defined]  # for a clean shutdown
     return broker
 
 
 async def run_read_services(settings: Settings) -> None:
     redis = connect_redis(settings)
     telemetry = configure_telemetry(TelemetryConfig("serve", settings.metrics_port))
-    app = FastStream(build_read_broker(settings, redis, telemetry), logger=None)
+    broker = build_read_broker(settings, redis, telemetry)
+    app = FastStream(broker, logger=None)
     try:
         await app.run()
     finally:
+        await broker.zeromem_recall.usage.stop()  # type: ignore[attr-defined]
         await redis.aclose()

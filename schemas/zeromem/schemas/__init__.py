@@ -30,6 +30,9 @@ from zeromem.schemas.queries import (
     RecallReply,
     RecallRequest,
     RecallScope,
+    StatsReply,
+    StatsRequest,
+    UsageRow,
 )
 from zeromem.schemas.results import Applied, Conflict, DeadLetter, Rejected, Result
 
@@ -66,6 +69,9 @@ __all__ = [
     "RecalledMemory",
     "Rejected",
     "Result",
+    "StatsReply",
+    "StatsRequest",
+    "UsageRow",
     "decode",
     "decode_command",
     "decode_result",

@@ -20,6 +20,8 @@ from zeromem.schemas.queries import (
     ListRequest,
     RecallReply,
     RecallRequest,
+    StatsReply,
+    StatsRequest,
 )
 from zeromem.schemas.results import DeadLetter, Result
 
@@ -34,6 +36,8 @@ SCHEMAS: dict[str, Any] = {
     "recall_request.v1.json": RecallRequest,
     "recall_reply.v1.json": RecallReply,
     "dead_letter.v1.json": DeadLetter,
+    "stats_request.v1.json": StatsRequest,
+    "stats_reply.v1.json": StatsReply,
 }
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "json"

@@ -102,6 +102,26 @@ class RecallReply(msgspec.Struct, frozen=True, omit_defaults=True):
     candidates: tuple[Candidate, ...] = ()
 
 
+class StatsRequest(_Query, frozen=True):
+    """Token usage of a tenant's recalls, per agent and minute, between two times."""
+
+    since: float = 0.0
+    until: float = 0.0  # 0: now
+
+
+class UsageRow(msgspec.Struct, frozen=True, omit_defaults=True):
+    minute: float  # epoch seconds at the start of the minute
+    agent: str
+    recalls: int = 0
+    injected: int = 0  # tokens recall returned
+    baseline: int = 0  # tokens of every memory that passed the filters
+    history: int = 0  # tokens of the agents' whole histories, as they reported them
+
+
+class StatsReply(msgspec.Struct, frozen=True, omit_defaults=True):
+    rows: tuple[UsageRow, ...] = ()
+
+
 class ErrorReply(msgspec.Struct, frozen=True, omit_defaults=True):
     """Sent instead of a reply when a request cannot be served (bad request, overload)."""
 
@@ -120,4 +140,7 @@ __all__ = [
     "RecallRequest",
     "RecallScope",
     "RecalledMemory",
+    "StatsReply",
+    "StatsRequest",
+    "UsageRow",
 ]

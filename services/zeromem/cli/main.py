@@ -227,6 +227,26 @@ def cmd_recall(args: argparse.Namespace) -> int:
     return _client_call(args, body)
 
 
+def cmd_stats(args: argparse.Namespace) -> int:
+    async def body(client: Any) -> int:
+        since = time.time() - args.hours * 3600
+        reply = await client.stats(since=since)
+        if args.json:
+            import msgspec
+
+            print(json.dumps(msgspec.to_builtins(reply)))
+            return 0
+        from zeromem.cli.views import print_stats, save_stats_png
+
+        print_stats(args.tenant, reply.rows)
+        if args.png:
+            save_stats_png(args.tenant, reply.rows, args.png)
+            print(f"saved {args.png}")
+        return 0
+
+    return _client_call(args, body)
+
+
 # --- the parser ------------------------------------------------------------------------
 
 
@@ -310,6 +330,13 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("--strategy", help='JSON, e.g. \'{"name": "no_decay"}\'')
     recall.add_argument("--explain", action="store_true", help="show every candidate's scores")
     recall.set_defaults(func=cmd_recall)
+
+    stats = client_parser("stats", "token savings per agent, with a chart",
+                          "Tokens recall injected against what injecting every memory in scope "
+                          "(baseline) or the agents' whole histories would have cost.")  # fmt: skip
+    stats.add_argument("--hours", type=float, default=24, help="period to show (default 24)")
+    stats.add_argument("--png", help="also save the chart to this PNG file")
+    stats.set_defaults(func=cmd_stats)
 
     delete = client_parser("delete", "delete a memory", "Publish a delete command for KEY.")
     delete.add_argument("key")

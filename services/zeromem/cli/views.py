@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
 from rich.console import Console
 from rich.table import Table
 
-from zeromem.schemas import RecallReply
+from zeromem.schemas import RecallReply, UsageRow
 
 
 def print_recall(reply: RecallReply, explain: bool, console: Console | None = None) -> None:
@@ -29,3 +32,91 @@ def print_recall(reply: RecallReply, explain: bool, console: Console | None = No
         table.add_row(c.key, f"{c.score:.4f}", f"{c.relevance:.3f}", f"{c.decay:.3f}",
                       f"{c.feedback:.2f}", str(c.tokens), c.decision, style=style)  # fmt: skip
     console.print(table)
+
+
+def usage_totals(rows: Sequence[UsageRow]) -> dict[str, dict[str, int]]:
+    totals: dict[str, dict[str, int]] = {}
+    for row in rows:
+        t = totals.setdefault(row.agent, dict.fromkeys(("recalls", "injected", "baseline", "history"), 0))
+        t["recalls"] += row.recalls
+        t["injected"] += row.injected
+        t["baseline"] += row.baseline
+        t["history"] += row.history
+    return totals
+
+
+def usage_series(rows: Sequence[UsageRow]) -> tuple[list[float], dict[str, list[int]]]:
+    """Per minute, summed over agents: injected, baseline and history tokens."""
+    minutes = sorted({r.minute for r in rows})
+    index = {m: i for i, m in enumerate(minutes)}
+    series = {name: [0] * len(minutes) for name in ("injected", "baseline", "history")}
+    for row in rows:
+        for name in series:
+            series[name][index[row.minute]] += getattr(row, name)
+    return minutes, series
+
+
+def print_stats(tenant: str, rows: Sequence[UsageRow], console: Console | None = None) -> None:
+    console = console or Console()
+    if not rows:
+        console.print(f"no recalls recorded for tenant {tenant!r} in this period")
+        return
+    table = Table(title=f"token savings of tenant {tenant!r}")
+    for column in ("agent", "recalls", "injected", "baseline", "saved vs baseline",
+                   "history", "saved vs history"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "agent" else "right")
+    totals = usage_totals(rows)
+    grand = dict.fromkeys(("recalls", "injected", "baseline", "history"), 0)
+    for agent, t in sorted(totals.items()):
+        for k in grand:
+            grand[k] += t[k]
+        table.add_row(agent, *_usage_cells(t))
+    table.add_row("all", *_usage_cells(grand), style="bold")
+    console.print(table)
+
+    import plotext as plt
+
+    minutes, series = usage_series(rows)
+    if len(minutes) < 2:
+        return
+    plt.clear_figure()
+    plt.plotsize(min(console.width, 100), 18)
+    labels = [datetime.fromtimestamp(m, UTC).strftime("%H:%M") for m in minutes]
+    for name, color in (("history", "red"), ("baseline", "orange"), ("injected", "green")):
+        if any(series[name]):
+            plt.plot(list(range(len(minutes))), series[name], label=f"{name} tokens", color=color)
+    step = max(1, len(labels) // 8)
+    plt.xticks(list(range(0, len(labels), step)), labels[::step])
+    plt.title("tokens per minute (UTC)")
+    plt.show()
+
+
+def _usage_cells(t: dict[str, int]) -> list[str]:
+    def pct(saved: int, of: int) -> str:
+        return f"{saved} ({100 * saved / of:.0f}%)" if of else "-"
+
+    return [str(t["recalls"]), str(t["injected"]), str(t["baseline"]),
+            pct(t["baseline"] - t["injected"], t["baseline"]), str(t["history"] or "-"),
+            pct(t["history"] - t["injected"], t["history"]) if t["history"] else "-"]  # fmt: skip
+
+
+def save_stats_png(tenant: str, rows: Sequence[UsageRow], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display here, and none needed
+    import matplotlib.pyplot as plt
+
+    minutes, series = usage_series(rows)
+    times = [datetime.fromtimestamp(m, UTC) for m in minutes]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for name, color in (("history", "tab:red"), ("baseline", "tab:orange"), ("injected", "tab:green")):
+        if any(series[name]):
+            ax.plot(times, series[name], label=f"{name} tokens", color=color, marker="o", ms=3)
+    ax.set_title(f"zeromem token usage, tenant {tenant}")
+    ax.set_ylabel("tokens per minute")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -4,6 +4,7 @@ so any number of replicas share the load)."""
 from __future__ import annotations
 
 import logging
+import time
 
 import msgspec
 from faststream.nats import NatsBroker, NatsMessage, NatsResponse
@@ -15,6 +16,7 @@ from opentelemetry import propagate
 from opentelemetry.trace import SpanKind
 
 from zeromem.recall.service import RecallError, RecallService
+from zeromem.recall.usage import read_usage
 from zeromem.telemetry import Telemetry
 from zeromem.schemas import (
     ErrorReply,
@@ -22,6 +24,8 @@ from zeromem.schemas import (
     GetRequest,
     ListRequest,
     RecallRequest,
+    StatsReply,
+    StatsRequest,
     decode,
     encode,
 )
@@ -73,6 +77,17 @@ def register_recall_handler(
 ) -> RecallService:
     service = RecallService(redis, telemetry=telemetry)
     tracer = service.telemetry.tracer
+
+    @broker.subscriber(naming.query_subject_all("stats"), queue=naming.QUERY_QUEUE_GROUP)
+    async def handle_stats(msg: NatsMessage) -> NatsResponse:
+        try:
+            request = decode(msg.body, StatsRequest)
+        except msgspec.DecodeError as exc:
+            return error_response("bad_request", str(exc))
+        until = request.until or time.time()
+        await service.usage.flush()  # this replica's latest figures first
+        rows = await read_usage(redis, request.tenant, request.since, until)
+        return NatsResponse(encode(StatsReply(rows=tuple(rows))))
 
     @broker.subscriber(naming.query_subject_all("recall"), queue=naming.RECALL_QUEUE_GROUP)
     async def handle_recall(msg: NatsMessage) -> NatsResponse:

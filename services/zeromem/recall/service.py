@@ -28,6 +28,7 @@ from zeromem.recall.ranking import (
 from zeromem.recall.retrieve import Filters, fetch_items, gather
 from zeromem.recall.text import terms
 from zeromem.recall.tokens import token_counter
+from zeromem.recall.usage import UsageLedger
 from zeromem.telemetry import Telemetry, attributes
 from zeromem.schemas import (
     Candidate,
@@ -90,12 +91,15 @@ class RecallService:
         self.redis = redis
         self.config = config or RankingConfig()
         self.telemetry = telemetry or Telemetry()
+        self.usage = UsageLedger(redis)
 
     async def recall(self, request: RecallRequest) -> RecallReply:
         started = time.perf_counter()
         reply = await self._recall(request)
         self.telemetry.record_recall(request.tenant, request.reader, reply.tokens,
                                      reply.baseline_tokens, time.perf_counter() - started)  # fmt: skip
+        self.usage.record(request.tenant, request.reader, reply.tokens, reply.baseline_tokens,
+                          request.history_tokens)  # fmt: skip
         if request.history_tokens:
             self.telemetry.history_tokens.add(request.history_tokens,
                                               attributes(request.tenant, request.reader))  # fmt: skip

@@ -53,6 +53,8 @@ from zeromem.schemas import (
     RecallScope,
     Rejected,
     Result,
+    StatsReply,
+    StatsRequest,
     decode,
     decode_result,
     encode,
@@ -147,6 +149,7 @@ class MemoryClient:
         agent: str = "agent",
         shards: int | None = None,
         timeout: float = 5.0,
+        telemetry: Telemetry | None = None,
     ) -> MemoryClient:
         """Connect to ``url``; without one, ZEROMEM_NATS_URL / NATS_URL, then the embedded
         stack ``zeromem up`` runs in this directory."""
@@ -158,7 +161,7 @@ class MemoryClient:
         nc = await nats.connect(url, name=f"zeromem-sdk-{agent}", max_reconnect_attempts=-1,
                                 reconnect_time_wait=0.25)  # fmt: skip
         return cls(nc, tenant=tenant, agent=agent, shards=shards or settings.shards,
-                   timeout=timeout, own_connection=True)  # fmt: skip
+                   timeout=timeout, own_connection=True, telemetry=telemetry)  # fmt: skip
 
     @property
     def publish_failures(self) -> int:
@@ -391,6 +394,11 @@ class MemoryClient:
                                 k=k, budget=budget, encoding=encoding, strategy=strategy or {},
                                 explain=explain, history_tokens=history_tokens)  # fmt: skip
         return await self._request("recall", request, RecallReply)
+
+    async def stats(self, since: float = 0.0, until: float = 0.0) -> StatsReply:
+        """This tenant's recall token usage per agent and minute (for ``zeromem stats``)."""
+        return await self._request("stats", StatsRequest(tenant=self.tenant, reader=self.agent,
+                                                         since=since, until=until), StatsReply)  # fmt: skip
 
     async def search(
         self, keyword: str, *, owners: Iterable[str] = (), prefix: str = "", limit: int = 10

@@ -1,0 +1,66 @@
+"""The services (workers for every shard, and the read services) inside the calling
+process, against real servers: for the tests, the demo, the examples and the benchmarks
+that need to look inside (an in-memory metric reader, a worker's counters)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from faststream.nats import NatsBroker
+
+from zeromem.bus import connect_nats, connect_redis
+from zeromem.settings import Settings
+from zeromem.telemetry import Telemetry
+
+
+@dataclass
+class InProcessServices:
+    settings: Settings
+    workers: list[Any] = field(default_factory=list)
+    brokers: list[NatsBroker] = field(default_factory=list)
+    closers: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
+
+    @classmethod
+    async def start(
+        cls, settings: Settings, *, worker_cls: Any = None, telemetry: Telemetry | None = None
+    ) -> InProcessServices:
+        from zeromem.serve import build_read_broker
+        from zeromem.worker.service import WorkerService
+
+        services = cls(settings)
+        nc = await connect_nats(settings, name="zeromem-worker")
+        redis = connect_redis(settings)
+        services.closers += [nc.close, redis.aclose]
+        worker_type = worker_cls or WorkerService
+        extra = {"telemetry": telemetry} if telemetry is not None and _accepts_telemetry(worker_type) else {}
+        worker = await worker_type(
+            settings, list(range(settings.shards)), nc=nc, redis=redis, **extra
+        ).start()
+        await worker.wait_owned()
+        services.workers.append(worker)
+
+        read_redis = connect_redis(settings)
+        services.closers.append(read_redis.aclose)
+        broker = build_read_broker(settings, read_redis, telemetry)
+        await broker.start()
+        services.brokers.append(broker)
+        return services
+
+    async def stop(self) -> None:
+        for worker in self.workers:
+            await worker.stop()
+        for broker in self.brokers:
+            recall = getattr(broker, "zeromem_recall", None)
+            if recall is not None:
+                await recall.usage.stop()
+            await broker.stop()
+        for close in reversed(self.closers):
+            await close()
+
+
+def _accepts_telemetry(worker_type: Any) -> bool:
+    import inspect
+
+    return "telemetry" in inspect.signature(worker_type.__init__).parameters

@@ -1,0 +1,96 @@
+"""A ledger of recall token usage per tenant, agent and minute, kept in Redis for
+``zeromem stats``.
+
+Recalls add to an in-memory tally; a background task flushes it every few seconds in one
+pipelined round trip, so a recall never waits on the ledger. (The OpenTelemetry metrics
+carry the same figures to a collector; this ledger serves the built-in view.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from zeromem import naming
+from zeromem.schemas import UsageRow
+
+log = logging.getLogger(__name__)
+
+MEASURES = ("recalls", "injected", "baseline", "history")
+RETENTION_S = 35 * 24 * 3600
+
+
+def _day(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y%m%d")
+
+
+class UsageLedger:
+    def __init__(self, redis: Redis, flush_interval_s: float = 2.0) -> None:
+        self.redis = redis
+        self.flush_interval_s = flush_interval_s
+        self._tally: dict[tuple[str, str, int], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+        self._task: asyncio.Task[None] | None = None
+
+    def record(self, tenant: str, agent: str, injected: int, baseline: int, history: int) -> None:
+        if self._task is None:
+            self.start()  # on the first recall, inside the service's event loop
+        minute = int(time.time() // 60 * 60)
+        counts = self._tally[(tenant, agent or "-", minute)]
+        counts[0] += 1
+        counts[1] += injected
+        counts[2] += baseline
+        counts[3] += history
+
+    async def flush(self) -> None:
+        tally, self._tally = self._tally, defaultdict(lambda: [0, 0, 0, 0])
+        if not tally:
+            return
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for (tenant, agent, minute), counts in tally.items():
+                    key = naming.RedisKeys(tenant).usage(_day(minute))
+                    for measure, count in zip(MEASURES, counts, strict=True):
+                        if count:
+                            pipe.hincrby(key, f"{minute}|{agent}|{measure}", count)
+                    pipe.expire(key, RETENTION_S)
+                await pipe.execute()
+        except RedisError as exc:  # usage figures are best effort; recalls never suffer
+            log.warning("usage ledger flush failed: %s", exc)
+
+    def start(self) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(self.flush_interval_s)
+                await self.flush()
+
+        self._task = asyncio.get_running_loop().create_task(loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.flush()
+
+
+async def read_usage(redis: Redis, tenant: str, since: float, until: float) -> list[UsageRow]:
+    keys = naming.RedisKeys(tenant)
+    days = sorted({_day(t) for t in range(int(since), int(until) + 86400, 86400)} | {_day(until)})
+    async with redis.pipeline(transaction=False) as pipe:
+        for day in days:
+            pipe.hgetall(keys.usage(day))
+        replies = await pipe.execute()
+    rows: dict[tuple[float, str], dict[str, int]] = {}
+    for reply in replies:
+        for field, value in reply.items():
+            minute, agent, measure = field.decode().split("|")
+            if since <= float(minute) <= until:
+                rows.setdefault((float(minute), agent), {})[measure] = int(value)
+    return [UsageRow(minute=m, agent=a, **counts) for (m, a), counts in sorted(rows.items())]
