@@ -19,6 +19,7 @@
 --   9 new version   10 the item (msgpack; '' = none)   11 command id
 --   12 content changed ('1'/'0')
 --   13 feedback field   14 index operations: flat array of opcode, key, a, b
+--   15 clear the item's expiry on a write ('1'/'0'; only a tombstone has one)
 
 if ARGV[2] ~= '' and redis.call('GET', ARGV[1]) ~= ARGV[2] then
   return 'fenced'
@@ -46,7 +47,9 @@ local function apply(d)
       end
     end
     redis.call('HSET', item_key, 'v', d[9], 'd', d[10], 'lc', d[11])
-    redis.call('PERSIST', item_key)
+    if d[15] == '1' then
+      redis.call('PERSIST', item_key)
+    end
   elseif action == 't' then
     -- keep the version as a tombstone so an old compare-and-set can never match again
     redis.call('DEL', item_key)

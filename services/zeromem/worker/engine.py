@@ -91,6 +91,9 @@ class Outcome:
     new_version: int = 0
     item: MemoryItem | None = None
     content_changed: bool = False
+    # A write must clear the expiry a tombstone's hash carries; no other item hash has one,
+    # so a write on top of a stored memory (or of nothing at all) skips that call.
+    clears_expiry: bool = True
     ops: list[IndexOp] = field(default_factory=list)
     feedback_field: str = ""
 
@@ -105,7 +108,8 @@ class Engine:
         """Run the analyser once, so what it loads lazily (the tokenizer's vocabulary takes
         a few hundred milliseconds) is loaded at start rather than on the first command."""
         self.analyse(MemoryItem(key="zeromem:warm:up", value=None, content="warm up",
-                                type=MemoryType.FACT, created_at=0.0, updated_at=0.0, version=0))  # fmt: skip
+                                type=MemoryType.FACT, created_at=0.0, updated_at=0.0,
+                                version=0))  # fmt: skip
 
     def resolve_key(self, command: Command) -> str:
         """A key with no name appends a new memory named after the command id (time-ordered
@@ -121,7 +125,8 @@ class Engine:
     def decide(self, command: Command, key: str, state: KeyState, now: float) -> Outcome:
         """Decide ``command`` against ``state`` and advance ``state`` to what follows."""
         stored = state.item
-        live = stored if stored is None or stored.expires_at is None or stored.expires_at > now else None
+        expired = stored is not None and stored.expires_at is not None and stored.expires_at <= now
+        live = None if expired else stored  # as KeyState.live, without the call
         # Every path below sets the result; none is built that would be thrown away.
         base = Outcome(command, key, None, base_version=state.version,  # type: ignore[arg-type]
                        base_command=state.last_command)  # fmt: skip
@@ -170,6 +175,7 @@ class Engine:
         base.new_version = new.version
         base.item = item
         base.content_changed = stored is None or stored.content != new.content
+        base.clears_expiry = stored is None and state.version > 0
         base.ops = self._write_ops(command.tenant, key, stored, new)
         base.result = Applied(
             command_id=command.id, tenant=command.tenant, key=key, op=_op(command),

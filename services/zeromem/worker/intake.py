@@ -37,13 +37,14 @@ def admit(subject: str, data: bytes, *, shard: int, shards: int, max_value_bytes
         return Invalid(
             f"tenant_mismatch: payload tenant {command.tenant!r} on subject of tenant {subject_tenant!r}"
         )
-    expected_shard = naming.shard_for(command.tenant, owner_of(command.key), shards)
+    owner = owner_of(command.key)
+    expected_shard = naming.shard_for(command.tenant, owner, shards)
     if expected_shard != shard:
         return Invalid(
-            f"wrong_shard: owner {owner_of(command.key)!r} belongs to shard {expected_shard} of "
+            f"wrong_shard: owner {owner!r} belongs to shard {expected_shard} of "
             f"{shards}, published to shard {shard} (do publisher and workers agree on the shard count?)"
         )
-    if isinstance(command, Put | Patch) and len(data) > max_value_bytes:
+    if len(data) > max_value_bytes and isinstance(command, (Put, Patch)):
         size = len(encode(command.value if isinstance(command, Put) else command.patch))
         if size > max_value_bytes:
             return Invalid(f"too_large: value is {size} bytes, limit {max_value_bytes}")

@@ -16,7 +16,7 @@ import msgspec
 from redis.asyncio import Redis
 
 from zeromem import naming
-from zeromem.schemas import Applied, FeedbackCounts, MemoryItem, Result, decode_result, encode
+from zeromem.schemas import Applied, FeedbackCounts, MemoryItem, Result, decode_result
 from zeromem.worker.engine import KeyState, Outcome, redis_keys
 
 _ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
@@ -60,6 +60,10 @@ def decode_item_hash(fields: Sequence[bytes | None]) -> KeyState:
 class CommitReply:
     status: str
     stored_result: Result | None = None
+
+
+# Replies without a payload are shared, not built once per command (read-only by callers).
+_PLAIN_REPLIES = {status.encode(): CommitReply(status) for status in (OK, STALE)}
 
 
 class Store:
@@ -111,7 +115,8 @@ class Store:
                 outcome.base_command, outcome.action, str(outcome.new_version),
                 "" if item is None else _ENCODE(_stored_form(item)),
                 command.id, "1" if outcome.content_changed else "0", outcome.feedback_field,
-                [a for op in ops for a in map(_arg, op)] if ops else (),
+                _flat_ops(ops) if ops else (),
+                "1" if outcome.clears_expiry else "0",
             ))  # fmt: skip
         replies = await self._commit(
             args=[naming.shard_lease_key(shard), lease_token, naming.shard_sequence_key(), shard,
@@ -124,8 +129,17 @@ class Store:
             if isinstance(reply, list):
                 out.append(CommitReply(DUPLICATE, decode_result(reply[1])))
             else:
-                out.append(CommitReply(reply.decode()))
+                out.append(_PLAIN_REPLIES.get(reply) or CommitReply(reply.decode()))
         return out
+
+
+def _flat_ops(ops: Sequence[tuple[str, str, object, object]]) -> list[str]:
+    # Opcode and key are always strings already; only the operands may need converting.
+    flat: list[str] = []
+    for op, key, a, b in ops:
+        flat += (op, key, a if type(a) is str else _arg(a),
+                 b if type(b) is str else _arg(b))  # fmt: skip
+    return flat
 
 
 def _arg(value: object) -> str:
