@@ -125,3 +125,50 @@ async def test_a_recall_joins_the_agents_trace(isolated) -> None:
         assert recall_spans and recall_spans[0].context.trace_id == trace_id
     finally:
         await services.stop()
+
+
+async def test_conflicts_and_outcomes_are_counted_exactly(isolated) -> None:
+    reader = InMemoryMetricReader()
+    telemetry = Telemetry(MeterProvider(metric_readers=[reader]))
+    services = await ServiceSet.start(isolated, telemetry=telemetry)
+    try:
+        async with await MemoryClient.connect(isolated.nats_url, tenant="acme", agent="a",
+                                              shards=isolated.shards, telemetry=telemetry) as client:  # fmt: skip
+            await client.put("task:t1:status", "new", wait="applied")
+            for _ in range(3):
+                clash = await client.put("task:t1:status", "x", expected_version=0, wait="applied")
+                assert clash.status == "conflict"
+            await client.patch("task:t1:missing", {"a": 1}, wait="applied")  # rejected
+            await client.delete("task:t1:status", wait="applied")
+        values = metric_values(reader)
+        counted = {(a.get("zeromem.op"), a.get("zeromem.outcome")): v
+                   for a, v in values["zeromem.commands"] if a.get("zeromem.tenant") == "acme"}  # fmt: skip
+        assert counted[("put", "conflict")] == 3
+        assert counted[("put", "applied")] == 1
+        assert counted[("patch", "rejected")] == 1
+        assert counted[("delete", "applied")] == 1
+        assert total(values, "zeromem.write.llm_tokens", **{"zeromem.tenant": "acme"}) == 0
+        assert "zeromem.write.llm_tokens" in values  # reported, as zero
+        assert total(values, "zeromem.memories.stored", **{"zeromem.tenant": "acme"}) == 0
+        assert total(values, "zeromem.commands.published", **{"zeromem.tenant": "acme"}) == 6
+    finally:
+        await services.stop()
+
+
+async def test_one_trace_spans_a_publish_and_its_apply(isolated) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    services = await ServiceSet.start(isolated, telemetry=Telemetry(tracer_provider=provider))
+    tracer = provider.get_tracer("agent")
+    try:
+        async with await MemoryClient.connect(isolated.nats_url, tenant="acme",
+                                              shards=isolated.shards) as client:  # fmt: skip
+            with tracer.start_as_current_span("agent turn") as turn:
+                await client.put("user:u1:pref", "zh", wait="applied")
+            trace_id = turn.get_span_context().trace_id
+        applies = [s for s in exporter.get_finished_spans() if s.name == "process zm.cmd"]
+        assert applies and applies[0].context.trace_id == trace_id
+        assert applies[0].parent is not None and applies[0].parent.span_id == turn.get_span_context().span_id
+    finally:
+        await services.stop()

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +22,8 @@ import msgspec
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from opentelemetry import propagate
+from opentelemetry.trace import SpanKind
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
@@ -28,6 +31,7 @@ from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis, provision
 from zeromem.schemas import Command, DeadLetter, Rejected, Result, encode, owner_of
 from zeromem.settings import Settings
+from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
 from zeromem.worker.engine import Engine, KeyState, Outcome
 from zeromem.worker.intake import Invalid, admit
 from zeromem.worker.pull import PullFeed
@@ -83,8 +87,12 @@ class WorkerService:
         nc: NatsClient,
         redis: Redis,
         engine: Engine | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.settings = settings
+        self.telemetry = telemetry or Telemetry()
+        # outcomes of the batch being processed, flushed to the metrics once per batch
+        self._outcomes: Counter[tuple[str, str, str]] = Counter()
         self.shards = list(shards)
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream()
@@ -118,6 +126,7 @@ class WorkerService:
             for shard in self.shards
         ]
         self._tasks.append(asyncio.create_task(self._run_reaper(), name="reaper"))
+        self._tasks.append(asyncio.create_task(self._report_lag(), name="lag"))
         return self
 
     async def stop(self) -> None:
@@ -187,6 +196,7 @@ class WorkerService:
         feed = await PullFeed(self.nc, naming.COMMAND_STREAM, naming.shard_consumer(shard)).start()
         keeper = asyncio.create_task(self._keep_lease(shard))
         try:
+            await self._await_redeliveries(shard)
             while not self._stopping.is_set():
                 if keeper.done():
                     keeper.result()  # raises LeaseLostError
@@ -204,16 +214,34 @@ class WorkerService:
             with contextlib.suppress(Exception):
                 await self._release(keys=[naming.shard_lease_key(shard)], args=[self.token])
 
+    async def _await_redeliveries(self, shard: int) -> None:
+        """Commands a previous owner of this shard fetched but never acknowledged (it
+        crashed, or lost its lease) must be applied before any later command: both for
+        per-owner order, and because acknowledging a later command acknowledges every
+        earlier one (AckPolicy.ALL). JetStream redelivers them ahead of new commands once
+        their ack wait has passed, so wait that long before the first fetch."""
+        info = await self.js.consumer_info(naming.COMMAND_STREAM, naming.shard_consumer(shard))
+        if info.num_ack_pending:
+            log.info("shard %d: %d commands in flight from a previous owner; waiting %.1fs "
+                     "for their redelivery", shard, info.num_ack_pending,
+                     self.settings.ack_wait_s)  # fmt: skip
+            await asyncio.sleep(self.settings.ack_wait_s + 0.5)
+
     async def _process_until_done(self, shard: int, msgs: list[Msg]) -> None:
         delay = 0.05
         while True:
             try:
                 await self.process(shard, msgs)
                 return
-            except RedisError as exc:
-                # Retry this same batch: moving on would apply a later command of an owner
-                # before an earlier one. Every commit is idempotent, so a retry is safe.
-                log.warning("redis error on shard %d, retrying the batch: %s", shard, exc)
+            except (LeaseLostError, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                # Retry this same batch, whatever failed: moving on would apply a later
+                # command of an owner before an earlier one, and acknowledging a later batch
+                # would acknowledge this one (AckPolicy.ALL). Every commit is idempotent,
+                # so a retry is safe.
+                log.warning("shard %d: batch failed (%s: %s); retrying it", shard,
+                            type(exc).__name__, exc)  # fmt: skip
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
@@ -239,11 +267,14 @@ class WorkerService:
 
         if dead:
             await self._dead_letter(shard, dead)
+        started_ns = time.time_ns()
+        self._outcomes.clear()
         results = await self._apply(shard, admitted)
         self.stats.batches += 1
         await self._publish_results(shard, admitted, results)
         if msgs:
             await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
+        self._record_batch(len(msgs), admitted, results, started_ns)
 
     async def _apply(self, shard: int, batch: list[_Admitted]) -> list[Result]:
         results: list[Result | None] = [None] * len(batch)
@@ -283,6 +314,7 @@ class WorkerService:
             if stored is not None:  # a redelivery: answer with the original result
                 results[i] = stored
                 self.stats.duplicates += 1
+                self._outcomes[(stored.tenant, stored.op, "duplicate")] += 1
                 continue
             state = live_states[ident]
             try:
@@ -325,6 +357,7 @@ class WorkerService:
             elif reply.status == DUPLICATE:
                 results[i] = reply.stored_result
                 self.stats.duplicates += 1
+                self._outcomes[(outcome.command.tenant, reply.stored_result.op, "duplicate")] += 1
             elif reply.status == OK:
                 results[i] = outcome.result
                 self._count(outcome.result)
@@ -375,6 +408,8 @@ class WorkerService:
                     if reply.status == OK:
                         reaped += 1
                         self.stats.expired += 1
+                        self.telemetry.memories_expired.add(1, {"zeromem.tenant": tenant})
+                        self.telemetry.memories_stored.add(-1, {"zeromem.tenant": tenant})
                         namespace, owner_id, _ = outcome.key.split(":", 2)
                         await self.nc.publish(
                             naming.change_subject(tenant, shard, namespace, owner_id),
@@ -387,10 +422,65 @@ class WorkerService:
         if status == "Applied":
             self.stats.applied += 1
             self.stats.by_op[result.op] = self.stats.by_op.get(result.op, 0) + 1
+            self._outcomes[(result.tenant, result.op, "applied")] += 1
+            if result.op == "put" and result.previous_version == 0:  # type: ignore[union-attr]
+                self._outcomes[(result.tenant, "", "created")] += 1
+            elif result.op == "delete":
+                self._outcomes[(result.tenant, "", "removed")] += 1
         elif status == "Conflict":
             self.stats.conflicts += 1
+            self._outcomes[(result.tenant, result.op, "conflict")] += 1
         else:
             self.stats.rejected += 1
+            self._outcomes[(result.tenant, result.op, "rejected")] += 1
+
+    # --- telemetry -----------------------------------------------------------------------
+
+    def _record_batch(
+        self, size: int, batch: list[_Admitted], results: list[Result], started_ns: int
+    ) -> None:
+        """Metrics once per batch (a counter per outcome, not per command), and a span per
+        command that carried a trace context, so an agent's turn shows its writes."""
+        t = self.telemetry
+        t.batch_size.record(size)
+        now = time.time()
+        tenants = set()
+        for (tenant, op, outcome), count in self._outcomes.items():
+            tenants.add(tenant)
+            if outcome == "created":
+                t.memories_stored.add(count, {"zeromem.tenant": tenant})
+            elif outcome == "removed":
+                t.memories_stored.add(-count, {"zeromem.tenant": tenant})
+            else:
+                t.commands.add(count, {"zeromem.tenant": tenant, "zeromem.op": op,
+                                       "zeromem.outcome": outcome})  # fmt: skip
+        for tenant in tenants:
+            t.write_llm_tokens.add(0, {"zeromem.tenant": tenant})  # the write path's whole LLM cost
+        tracer = t.tracer
+        for item, result in zip(batch, results, strict=True):
+            t.apply_duration.record(max(0.0, now - item.command.ts),
+                                    {"zeromem.tenant": item.command.tenant})  # fmt: skip
+            headers = item.msg.headers
+            if headers and "traceparent" in headers:
+                span = tracer.start_span(
+                    "process zm.cmd", context=propagate.extract(headers), kind=SpanKind.CONSUMER,
+                    start_time=started_ns,
+                    attributes={"zeromem.tenant": item.command.tenant, "zeromem.op": result.op,
+                                "zeromem.outcome": type(result).__name__.lower(),
+                                "messaging.system": "nats", "messaging.operation.type": "process"},
+                )  # fmt: skip
+                span.end()
+
+    async def _report_lag(self) -> None:
+        while not self._stopping.is_set():
+            for shard in sorted(self.owned):
+                try:
+                    info = await self.js.consumer_info(naming.COMMAND_STREAM,
+                                                       naming.shard_consumer(shard))  # fmt: skip
+                    self.telemetry.set_lag(shard, info.num_pending + info.num_ack_pending)
+                except Exception:  # lag is informative; never a reason to fail
+                    pass
+            await asyncio.sleep(5.0)
 
     async def _publish_results(
         self, shard: int, batch: list[_Admitted], results: list[Result]
@@ -426,6 +516,9 @@ class WorkerService:
                 await self.nc.publish(reply_to, encode(_rejection(msg, reason)))
         await asyncio.gather(*acks)  # stored before the originals are acked: nothing is lost
         self.stats.dead_lettered += len(dead)
+        for msg, _reason, _seq in dead:
+            self.telemetry.commands.add(1, {"zeromem.tenant": naming.tenant_of_command_subject(
+                msg.subject), "zeromem.op": "", "zeromem.outcome": "dead_letter"})  # fmt: skip
 
 
 _NO_STATE = KeyState()  # a placeholder while the batch's keys are collected
@@ -452,7 +545,8 @@ async def run_worker(settings: Settings, index: int, count: int) -> None:
     shards = naming.shards_of_worker(index, count, settings.shards)
     nc = await connect_nats(settings, name=f"zeromem-worker-{index}")
     redis = connect_redis(settings)
-    worker = await WorkerService(settings, shards, nc=nc, redis=redis).start()
+    telemetry = configure_telemetry(TelemetryConfig("worker", settings.metrics_port))
+    worker = await WorkerService(settings, shards, nc=nc, redis=redis, telemetry=telemetry).start()
     log.info("worker %d/%d owns shards %s", index, count, shards)
     try:
         await asyncio.Event().wait()
