@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+from tests.harness import ServiceSet
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.schemas import Put, decode_result, encode
 from zeromem.sdk import MemoryClient
-from tests.harness import ServiceSet
 from zeromem.worker.service import WorkerService
 
 

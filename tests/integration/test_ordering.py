@@ -6,8 +6,8 @@ import asyncio
 import time
 
 from zeromem import naming
-from zeromem.sdk import MemoryClient
 from zeromem.schemas import Applied, decode_result
+from zeromem.sdk import MemoryClient
 
 
 async def test_10k_fire_and_forget_puts_across_100_owners_apply_in_order(

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from zeromem.encoding import (
     CONTENT_MAX_CHARS,
     ELLIPSIS,

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from zeromem.recall.packing import (
     CUT_BELOW_TOP_K,
     CUT_MISSING,

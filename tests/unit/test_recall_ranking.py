@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from zeromem.recall.ranking import (
     DEFAULT_HALF_LIFE_S,
     CandidateFeatures,

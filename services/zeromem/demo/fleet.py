@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import zlib
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 

@@ -8,16 +8,14 @@ import time
 
 import msgspec
 from faststream.nats import NatsBroker, NatsMessage, NatsResponse
+from opentelemetry import propagate
+from opentelemetry.trace import SpanKind
 from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.query.reads import get_items, list_keys
-from opentelemetry import propagate
-from opentelemetry.trace import SpanKind
-
 from zeromem.recall.service import RecallError, RecallService
 from zeromem.recall.usage import read_usage
-from zeromem.telemetry import Telemetry
 from zeromem.schemas import (
     ErrorReply,
     GetReply,
@@ -29,6 +27,7 @@ from zeromem.schemas import (
     decode,
     encode,
 )
+from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,6 @@ from zeromem.recall.retrieve import Filters, fetch_items, gather
 from zeromem.recall.text import terms
 from zeromem.recall.tokens import token_counter
 from zeromem.recall.usage import UsageLedger
-from zeromem.telemetry import Telemetry, attributes
 from zeromem.schemas import (
     Candidate,
     MemoryItem,
@@ -39,6 +38,7 @@ from zeromem.schemas import (
     RecallRequest,
     RecallScope,
 )
+from zeromem.telemetry import Telemetry, attributes
 
 EXPLAIN_LIMIT = 200  # candidates listed in the explain view, best first
 

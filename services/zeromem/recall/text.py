@@ -27,9 +27,9 @@ The pipeline for ``terms()``:
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 import unicodedata
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 MAX_TERM_CHARS = 64
 

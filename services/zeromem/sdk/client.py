@@ -26,6 +26,7 @@ from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from opentelemetry import propagate, trace
+
 from zeromem import naming
 from zeromem.ids import new_command_id
 from zeromem.schemas import (
