@@ -428,3 +428,18 @@ def test_large_ranking_with_ties_is_ordered_across_lazy_layers() -> None:
     assert scored[1500] is middle
     expected = sorted(scored, key=lambda s: (-s.score, -s.features.updated_at, s.key))
     assert keys(scored) == keys(expected)
+
+
+def test_a_preference_does_not_fade_but_chit_chat_does() -> None:
+    """Two months old, a stated preference still beats yesterday's small talk that shares a
+    word with the query (measured in bench/quality/run.py: old preferences were buried)."""
+    now = 10_000_000.0
+    day = 86_400.0
+    old_pref = CandidateFeatures("user:u1:pref_lang", now - 60 * day, 6, {"languag": 1},
+                                 type="user_preference")
+    chat = CandidateFeatures("user:u1:01J9ZK3Q8X7Y6W5V4T3S2R1Q0P", now - day, 6, {"languag": 1},
+                             type="message")
+    stats = CorpusStats(n_docs=100, avg_len=6.0, df={"languag": 2})
+    ranked = score_candidates([chat, old_pref], ["languag"], stats, now, RankingConfig())
+    assert ranked[0].key == "user:u1:pref_lang" and ranked[0].decay == 1.0
+    assert ranked[1].decay < 1.0

@@ -53,6 +53,10 @@ class RankingConfig:
     disliked_weight: float = 0.1
     important_weight: float = 3.0
     feedback_max_exponent: float = 2.0  # many counts approach weight ** this, never reach it
+    # Memory types whose weight does not fade with age: a preference stated two months ago
+    # still holds today, while chit-chat from the same day does not. Measured with
+    # bench/quality/run.py: without this, old preferences lose to recent small talk.
+    timeless_types: frozenset[str] = frozenset({"user_preference"})
 
     def __post_init__(self) -> None:
         _check_number("k1", self.k1, low=0.0)
@@ -258,6 +262,8 @@ def score_candidates(
     floor_age = (half_life * math.log2(1.0 / floor) * (1.0 + 1e-6)
                  if half_life and floor > 0.0 else math.inf)
 
+    timeless = config.timeless_types
+
     # One pass. A candidate without postings is skipped at once (usually the vast
     # majority); a matching one gets relevance x decay x feedback x boost right away.
     # The maths is inlined for speed; it is exactly that of time_decay() and
@@ -276,7 +282,7 @@ def score_candidates(
                 if weight is not None and tf > 0:
                     s += weight * tf / (tf + denom_add)
             if s > 0.0:
-                if half_life:
+                if half_life and c.type not in timeless:
                     age = now - c.updated_at
                     if age >= floor_age:
                         s *= floor
@@ -294,7 +300,7 @@ def score_candidates(
         # Nothing matched (or no query): relevance is 1.0, rank by decay x feedback x boost.
         for i, c in enumerate(feats):
             s = 1.0
-            if half_life:
+            if half_life and c.type not in timeless:
                 age = now - c.updated_at
                 if age >= floor_age:
                     s = floor
@@ -489,8 +495,8 @@ class Ranking(Sequence[ScoredCandidate]):
                 key=c.key,
                 score=self._scores[i],
                 relevance=relevance,
-                decay=time_decay(self._now - c.updated_at, config.half_life_s,
-                                 config.decay_floor),
+                decay=1.0 if c.type in config.timeless_types else time_decay(
+                    self._now - c.updated_at, config.half_life_s, config.decay_floor),
                 feedback=feedback_weight(c.liked, c.disliked, c.important, config),
                 boost=self._boost_of(c) if self._boost_of is not None else 1.0,
                 features=c,

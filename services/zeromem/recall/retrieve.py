@@ -93,19 +93,16 @@ def _stage_one(
     now: float,
     config: RankingConfig,
 ) -> dict[str, float]:
-    """BM25 at the average document length, times decay by creation time: an estimate
-    from posting data alone, good enough to choose whom to score exactly."""
+    """BM25 at the average document length, from posting data alone: relevance first.
+    Decay is left to stage two, which knows each memory's type (a preference does not
+    fade) and its last update; here it would bury old but relevant memories for good."""
     k1 = config.k1
     weight = {t: idf(d, n_docs) * (k1 + 1.0) for t, d in df.items()}
-    half_life, floor = config.half_life_s, config.decay_floor
     estimate: dict[str, float] = {}
     for key in pool:
         s = 0.0
         for term, f in tf.get(key, {}).items():
             s += weight[term] * f / (f + k1)
-        if half_life and s:
-            decay = 0.5 ** (max(0.0, now - created.get(key, now)) / half_life)
-            s *= decay if decay > floor else floor
         estimate[key] = s
     return estimate
 
@@ -225,7 +222,8 @@ async def _from_postings(
     if len(pool) <= keep_n:
         return pool, []
     estimate = _stage_one(pool, tf, created, df, n_docs, now, config)
-    best = heapq.nlargest(keep_n, sorted(pool), key=estimate.__getitem__)  # stable on ties
+    # ties (a common term, tf 1 everywhere) go to the most recently created
+    best = heapq.nlargest(keep_n, pool, key=lambda key: (estimate[key], created.get(key, 0.0), key))
     chosen = set(best) | recent  # an unmatched query still ranks by recency
     cut = sorted(((key, estimate[key]) for key in pool if key not in chosen),
                  key=lambda pair: (-pair[1], pair[0])) if explain else []  # fmt: skip

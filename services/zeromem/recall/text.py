@@ -66,6 +66,9 @@ _CJK_SPLIT = re.compile(f"([{_CJK_CHARS}]+)")
 # of letters and digits ([^\W_] is \w without the underscore).
 _WORD = re.compile(r"[^\W_]*\d(?:\.\d+)+|[^\W_]+")
 _APOSTROPHES = str.maketrans("", "", "'\u2018\u2019\u02bc")
+# "I'm", "what's", "we've": the clitic goes, so the word meets the stop-word list instead of
+# becoming a term of its own ("im", "whats").
+_CONTRACTION = re.compile("(?<=[a-z])['\u2019\u02bc](?:m|s|re|ve|ll|d)\\b")
 
 # Key names: separators, then camelCase boundaries ("prefLang", "HTTPServer" -> HTTP Server).
 _NAME_SEPARATORS = re.compile(r"[_\-./@:]+")
@@ -80,7 +83,7 @@ def terms(text: str) -> list[str]:
     """The terms of ``text``, in order, with repeats (callers count or dedupe)."""
     if not text:
         return []
-    text = unicodedata.normalize("NFKC", text).lower().translate(_APOSTROPHES)
+    text = _CONTRACTION.sub("", unicodedata.normalize("NFKC", text).lower()).translate(_APOSTROPHES)
     out: list[str] = []
     # Even indexes hold non-CJK text, odd indexes hold CJK runs.
     for index, part in enumerate(_CJK_SPLIT.split(text)):
@@ -135,14 +138,30 @@ def doc_length(tf: Mapping[str, int]) -> int:
 
 @lru_cache(maxsize=1 << 16)  # a vocabulary repeats: stemming each word once is most of the win
 def stem(word: str) -> str:
-    """A conservative English suffix stemmer (Porter step 1a and 1b, with extra guards).
+    """A conservative English suffix stemmer: Porter steps 1a and 1b with extra guards, then
+    a silent final e is dropped (step 5a), so ``decide`` and ``decided`` meet at ``decid``.
 
     Only lowercase ASCII words of 4+ letters are touched. Stems are not always words
-    (``updated`` -> ``update`` but ``running`` -> ``run``, ``morning`` -> ``morn``): they
-    only have to agree between indexing and querying.
+    (``updated`` -> ``updat``, ``running`` -> ``run``, ``morning`` -> ``morn``): they only
+    have to agree between indexing and querying.
     """
     if len(word) < 4 or not word.isascii() or not word.isalpha():
         return word
+    return _drop_silent_e(_strip_suffixes(word))
+
+
+def _drop_silent_e(word: str) -> str:
+    """Porter step 5a: ``update``/``updat``, ``arrive``/``arriv``; ``like`` keeps its e (a
+    one-syllable consonant-vowel-consonant stem), ``agree`` keeps it (ee)."""
+    if len(word) >= 5 and word.endswith("e") and not word.endswith("ee"):
+        base = word[:-1]
+        m = _measure(base)
+        if m > 1 or (m == 1 and not _ends_cvc(base)):
+            return base
+    return word
+
+
+def _strip_suffixes(word: str) -> str:
     # Step 1a: plurals.
     if word.endswith("sses"):
         word = word[:-2]  # classes -> class
