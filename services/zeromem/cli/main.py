@@ -74,7 +74,8 @@ def _run_service(main: Callable[[], Awaitable[None]]) -> int:
 def cmd_up(args: argparse.Namespace) -> int:
     from zeromem.cli.stack import run_up
 
-    return run_up(_settings(args), workers=args.workers, readers=args.readers)
+    return run_up(_settings(args), workers=args.workers, readers=args.readers,
+                  metrics_port=args.metrics_port)  # fmt: skip
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -264,6 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "are set, then the workers and the read services. Ctrl-C stops all.")  # fmt: skip
     up.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     up.add_argument("--readers", type=int, default=1, help="read-service processes (default 1)")
+    up.add_argument("--metrics-port", type=int, default=0,
+                    help="serve Prometheus metrics from this port on (one port per process)")
     up.set_defaults(func=cmd_up)
 
     worker = sub.add_parser("worker", help="apply the commands of a set of shards",

@@ -35,7 +35,9 @@ async def _provision(settings: Settings) -> None:
         await nc.close()
 
 
-def run_up(settings: Settings, workers: int, readers: int, quiet: bool = False) -> int:
+def run_up(
+    settings: Settings, workers: int, readers: int, metrics_port: int = 0, quiet: bool = False
+) -> int:
     stack = EmbeddedStack(settings.data_dir, nats_url=settings.nats_url,
                           redis_url=settings.redis_url).start()  # fmt: skip
     settings = settings.with_urls(stack.nats_url, stack.redis_url)
@@ -56,9 +58,20 @@ def run_up(settings: Settings, workers: int, readers: int, quiet: bool = False) 
             ZEROMEM_REDIS_URL=settings.redis_url,
             ZEROMEM_SHARDS=str(settings.shards),
         )
-        children += [_spawn(["worker", "--index", str(i), "--count", str(workers)], env)
+        # With --metrics-port P: the read services scrape at P, P+1, ..., then the workers.
+        ports = iter(range(metrics_port, metrics_port + readers + workers)) if metrics_port else None
+        endpoints = []
+
+        def child_env() -> dict[str, str]:
+            if ports is None:
+                return env
+            port = next(ports)
+            endpoints.append(f"http://127.0.0.1:{port}/metrics")
+            return dict(env, ZEROMEM_METRICS_PORT=str(port))
+
+        children += [_spawn(["serve"], child_env()) for _ in range(readers)]
+        children += [_spawn(["worker", "--index", str(i), "--count", str(workers)], child_env())
                      for i in range(workers)]  # fmt: skip
-        children += [_spawn(["serve"], env) for _ in range(readers)]
         if not quiet:
             print(
                 f"zeromem is up ({settings.shards} shards, {workers} worker process(es), "
@@ -66,7 +79,8 @@ def run_up(settings: Settings, workers: int, readers: int, quiet: bool = False) 
                 f"  NATS_URL={settings.nats_url}\n"
                 f"  REDIS_URL={settings.redis_url}\n"
                 f"  data: {stack.data_dir}\n"
-                "From another shell in this directory:  zeromem put user:u1:pref_lang '\"zh\"'"
+                + (f"  metrics: {' '.join(endpoints)}\n" if endpoints else "")
+                + "From another shell in this directory:  zeromem put user:u1:pref_lang '\"zh\"'"
                 "  then  zeromem get user:u1:pref_lang\n"
                 "Ctrl-C stops everything.",
                 flush=True,
