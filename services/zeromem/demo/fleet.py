@@ -192,6 +192,7 @@ async def main(argv: list[str] | None = None) -> int:
     table.add_row("tokens recall injected", f"{injected:,}")
     if history:
         table.add_row("saved against history", f"{history - injected:,} ({100 * (history - injected) / history:.1f}%)")
-    table.add_row("compare-and-set conflicts (retried)", str(int(t.get("cas_retries", 0))))
+    table.add_row("compare-and-set conflicts (workers' count; agents retried each)",
+                  f"{int(t.get('zeromem.commands.conflict', 0))} ({int(t.get('cas_retries', 0))})")
     console.print(table)
     return 0

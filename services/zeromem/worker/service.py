@@ -91,8 +91,9 @@ class WorkerService:
     ) -> None:
         self.settings = settings
         self.telemetry = telemetry or Telemetry()
-        # outcomes of the batch being processed, flushed to the metrics once per batch
-        self._outcomes: Counter[tuple[str, str, str]] = Counter()
+        # Outcomes of the batch each shard is processing, flushed to the metrics once per
+        # batch. Per shard: shards run concurrently, each one batch at a time.
+        self._tallies: dict[int, Counter[tuple[str, str, str]]] = {}
         self.shards = list(shards)
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream()
@@ -268,13 +269,13 @@ class WorkerService:
         if dead:
             await self._dead_letter(shard, dead)
         started_ns = time.time_ns()
-        self._outcomes.clear()
+        self._tallies[shard] = Counter()
         results = await self._apply(shard, admitted)
         self.stats.batches += 1
         await self._publish_results(shard, admitted, results)
         if msgs:
             await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
-        self._record_batch(len(msgs), admitted, results, started_ns)
+        self._record_batch(len(msgs), admitted, results, started_ns, self._tallies.pop(shard))
 
     async def _apply(self, shard: int, batch: list[_Admitted]) -> list[Result]:
         results: list[Result | None] = [None] * len(batch)
@@ -291,6 +292,7 @@ class WorkerService:
         self, shard: int, batch: list[_Admitted], todo: list[int], results: list[Result | None]
     ) -> list[int]:
         """Read, decide and commit the commands at ``todo``; return those to redo."""
+        tally = self._tallies.setdefault(shard, Counter())
         # Each distinct (tenant, key) once, in first-seen order; ``idents`` remembers each
         # command's, so the tuple is built once per command.
         live_states: dict[tuple[str, str], KeyState] = {}
@@ -314,7 +316,7 @@ class WorkerService:
             if stored is not None:  # a redelivery: answer with the original result
                 results[i] = stored
                 self.stats.duplicates += 1
-                self._outcomes[(stored.tenant, stored.op, "duplicate")] += 1
+                tally[(stored.tenant, stored.op, "duplicate")] += 1
                 continue
             state = live_states[ident]
             try:
@@ -343,7 +345,7 @@ class WorkerService:
         for i, outcome, reply in zip(committed_at, outcomes, replies, strict=True):
             if reply.status == OK and not stale_keys:  # the common case, first
                 results[i] = outcome.result
-                self._count(outcome.result)
+                self._count(outcome.result, tally)
                 continue
             ident = (outcome.command.tenant, outcome.key)
             if reply.status == FENCED:
@@ -357,10 +359,10 @@ class WorkerService:
             elif reply.status == DUPLICATE:
                 results[i] = reply.stored_result
                 self.stats.duplicates += 1
-                self._outcomes[(outcome.command.tenant, reply.stored_result.op, "duplicate")] += 1
+                tally[(outcome.command.tenant, reply.stored_result.op, "duplicate")] += 1
             elif reply.status == OK:
                 results[i] = outcome.result
-                self._count(outcome.result)
+                self._count(outcome.result, tally)
         return sorted(redo)
 
     # --- expiry --------------------------------------------------------------------------
@@ -417,27 +419,28 @@ class WorkerService:
                         )
         return reaped
 
-    def _count(self, result: Result) -> None:
+    def _count(self, result: Result, tally: Counter[tuple[str, str, str]]) -> None:
         status = type(result).__name__
         if status == "Applied":
             self.stats.applied += 1
             self.stats.by_op[result.op] = self.stats.by_op.get(result.op, 0) + 1
-            self._outcomes[(result.tenant, result.op, "applied")] += 1
+            tally[(result.tenant, result.op, "applied")] += 1
             if result.op == "put" and result.previous_version == 0:  # type: ignore[union-attr]
-                self._outcomes[(result.tenant, "", "created")] += 1
+                tally[(result.tenant, "", "created")] += 1
             elif result.op == "delete":
-                self._outcomes[(result.tenant, "", "removed")] += 1
+                tally[(result.tenant, "", "removed")] += 1
         elif status == "Conflict":
             self.stats.conflicts += 1
-            self._outcomes[(result.tenant, result.op, "conflict")] += 1
+            tally[(result.tenant, result.op, "conflict")] += 1
         else:
             self.stats.rejected += 1
-            self._outcomes[(result.tenant, result.op, "rejected")] += 1
+            tally[(result.tenant, result.op, "rejected")] += 1
 
     # --- telemetry -----------------------------------------------------------------------
 
     def _record_batch(
-        self, size: int, batch: list[_Admitted], results: list[Result], started_ns: int
+        self, size: int, batch: list[_Admitted], results: list[Result], started_ns: int,
+        tally: Counter[tuple[str, str, str]],
     ) -> None:
         """Metrics once per batch (a counter per outcome, not per command), and a span per
         command that carried a trace context, so an agent's turn shows its writes."""
@@ -445,7 +448,7 @@ class WorkerService:
         t.batch_size.record(size)
         now = time.time()
         tenants = set()
-        for (tenant, op, outcome), count in self._outcomes.items():
+        for (tenant, op, outcome), count in tally.items():
             tenants.add(tenant)
             if outcome == "created":
                 t.memories_stored.add(count, {"zeromem.tenant": tenant})
