@@ -85,6 +85,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return _run_service(lambda: run_worker(settings, args.index, args.count))
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from zeromem.mcp_server import run_mcp
+
+    settings = _settings(args)
+    return run_mcp(settings, args.transport, args.host, args.port, args.tenant, args.agent)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from zeromem.serve import run_read_services
 
@@ -280,7 +287,18 @@ def build_parser() -> argparse.ArgumentParser:
                            description="The read services: exact get/list and ranked recall, "
                            "in NATS queue groups so replicas share the load.")  # fmt: skip
     serve.set_defaults(func=cmd_serve)
-    for service in (worker, serve):
+    mcp = sub.add_parser("mcp", help="serve the memory tools to MCP clients",
+                         description="The memory tools (write, read, update, delete, list, "
+                         "search, recall) over the Model Context Protocol, on stdio or "
+                         "streamable HTTP at http://HOST:PORT/mcp.")  # fmt: skip
+    mcp.add_argument("--transport", default="stdio", choices=["stdio", "http"])
+    mcp.add_argument("--host", default="127.0.0.1")
+    mcp.add_argument("--port", type=int, default=8765)
+    mcp.add_argument("--tenant", default="default")
+    mcp.add_argument("--agent", default="mcp", help="agent id recorded with every write")
+    mcp.set_defaults(func=cmd_mcp)
+
+    for service in (worker, serve, mcp):
         service.epilog = ENVIRONMENT_HELP
         service.formatter_class = argparse.RawDescriptionHelpFormatter
 

@@ -1,0 +1,450 @@
+"""A LangGraph ``BaseStore`` backed by zeromem: swap the store, keep the graph.
+
+Mapping
+-------
+A LangGraph item ``(namespace, key)`` becomes the memory
+``{prefix}:{esc(namespace[0])}:{esc(namespace[1])}/.../{esc(key)}``, for example
+``("users", "u1", "prefs"), "theme"`` -> ``lg:users:u1/prefs/theme``. The first label is
+the zeromem owner, so one first label is one ordering and sharding unit (its writes apply
+in order); the remaining labels and the key form the memory name. The memory ``value`` is
+the item's dict exactly; its ``content`` is derived by the workers' encoder from the value,
+so a LangGraph item is also recallable by ``zeromem recall``.
+
+Escaping: the key grammar allows ``[A-Za-z0-9_-]`` in owners and ``[A-Za-z0-9_-./@]`` in
+names. Every character outside ``[A-Za-z0-9-]`` is written as ``_XX`` per UTF-8 byte
+(``_`` itself as ``__``, the empty string as a lone ``_``), so the mapping is reversible and
+``/`` never occurs inside a component.
+
+Limits (honest)
+---------------
+* Length: the escaped first label must fit in 64 characters and the escaped rest of the
+  namespace plus the key, joined by ``/``, in 128. Non-ASCII costs 3 characters per UTF-8
+  byte (a CJK character is 9). Beyond that ``put``/``get`` raise ``ValueError``. Depth is
+  otherwise unlimited.
+* ``search`` and ``list_namespaces`` page through every memory under the prefix (1000 per
+  request) and filter in the client: fine for thousands of items per prefix, not millions.
+* ``query`` ranks by BM25 over the value's text (no embeddings): items matching a query
+  term come first by score, then every other item that passes the filter with
+  ``score=None``, in the order a search without a query gives. LangGraph's InMemoryStore
+  without an index ignores the query, so the two return the same items, ranked differently.
+* Order of results without a query follows InMemoryStore (namespaces in order of creation,
+  items in order of creation; a rewrite keeps its place), approximated from ``created_at``:
+  a namespace whose oldest item was deleted moves back to the position of its oldest live one.
+* ``list_namespaces`` lists namespaces that hold at least one live item, as the Postgres
+  store does. InMemoryStore also lists a namespace that was emptied by deletes, or only
+  read from; that is the one deliberate difference.
+* TTL (``supports_ttl = True``; minutes, as in LangGraph) maps to the memory's expiry. A
+  read with ``refresh_ttl`` re-arms it with an ``expire`` command, which (unlike the
+  Postgres store) also moves ``updated_at`` and the version.
+* ``index`` arguments are accepted and ignored (there is no vector index).
+
+Writes wait for ``applied`` by default so a read right after a write sees it, as with any
+LangGraph store; ``wait="none"`` gives fire-and-forget writes for a store that only appends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import threading
+from collections.abc import Coroutine, Iterable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+)
+
+from zeromem.recall.ranking import bm25
+from zeromem.recall.text import terms
+from zeromem.schemas import MemoryItem, MemoryKey, MemoryType
+from zeromem.sdk.client import MemoryClient, Wait
+
+try:  # newer langgraph validates the labels of ops handed straight to batch()
+    from langgraph.store.base import validate_op_namespace as _validate_op
+except ImportError:  # pragma: no cover - older langgraph
+
+    def _validate_op(op: Op) -> None:
+        return None
+
+
+T = TypeVar("T")
+TTL_TAG = "lgttl:"  # tag carrying the item's TTL in seconds, for refresh on read
+_PAGE = 1000
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
+_HEX = frozenset("0123456789ABCDEF")
+
+
+def escape(component: str) -> str:
+    """One namespace label or key in the key alphabet; reversible by :func:`unescape`."""
+    if component == "":
+        return "_"
+    out: list[str] = []
+    for char in component:
+        if char in _PLAIN:
+            out.append(char)
+        elif char == "_":
+            out.append("__")
+        else:
+            out.extend(f"_{b:02X}" for b in char.encode("utf-8"))
+    return "".join(out)
+
+
+def unescape(text: str) -> str:
+    if text == "_":
+        return ""
+    raw = bytearray()
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char != "_":
+            raw += char.encode()
+            i += 1
+        elif text[i + 1 : i + 2] == "_":
+            raw += b"_"
+            i += 2
+        else:
+            pair = text[i + 1 : i + 3]
+            if len(pair) != 2 or not set(pair) <= _HEX:
+                raise ValueError(f"bad escape in {text!r}")
+            raw.append(int(pair, 16))
+            i += 3
+    return raw.decode("utf-8")
+
+
+class ZeromemStore(BaseStore):
+    """LangGraph store over zeromem (see the module docstring for the mapping and limits).
+
+    Async use (``aget``/``aput``/``asearch``...) needs only a connected ``MemoryClient``.
+    Sync use (``get``/``put``...) needs the client's event loop running in another thread:
+    build the store with :meth:`connect_sync`, or pass ``loop=`` yourself.
+    """
+
+    supports_ttl: bool = True
+
+    def __init__(
+        self,
+        client: MemoryClient,
+        *,
+        prefix: str = "lg",
+        ttl: TTLConfig | None = None,
+        wait: Wait | str = Wait.APPLIED,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        MemoryKey.parse(f"{prefix}:x")  # the prefix must be a valid zeromem namespace
+        self.client = client
+        self.prefix = prefix
+        self.ttl_config = ttl
+        self.wait = Wait(wait)
+        self._loop = loop
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def connect_sync(
+        cls,
+        url: str | None = None,
+        *,
+        tenant: str = "default",
+        agent: str = "langgraph",
+        shards: int | None = None,
+        **kwargs: Any,
+    ) -> ZeromemStore:
+        """A store usable from synchronous code: its client lives on a daemon loop thread."""
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, daemon=True, name="zeromem-store")
+        thread.start()
+        connect = MemoryClient.connect(url, tenant=tenant, agent=agent, shards=shards)
+        client = asyncio.run_coroutine_threadsafe(connect, loop).result()
+        store = cls(client, loop=loop, **kwargs)
+        store._thread = thread
+        return store
+
+    def close(self) -> None:
+        """Close a store made by :meth:`connect_sync` (its client and loop thread)."""
+        if self._thread is None or self._loop is None:
+            return
+        self._run(self.client.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
+        self._thread, self._loop = None, None
+
+    # --- the two entry points ------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return self._run(self.abatch(list(ops)))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Reads see the store as it was before this batch's writes; of several writes to
+        one item the last wins (the InMemoryStore semantics)."""
+        ops = list(ops)
+        for op in ops:
+            _validate_op(op)
+        results: list[Result] = [None] * len(ops)
+        reads: list[tuple[int, Coroutine[Any, Any, Result]]] = []
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for i, op in enumerate(ops):
+            if isinstance(op, GetOp):
+                reads.append((i, self._get(op)))
+            elif isinstance(op, SearchOp):
+                reads.append((i, self._search(op)))
+            elif isinstance(op, ListNamespacesOp):
+                reads.append((i, self._list_namespaces(op)))
+            elif isinstance(op, PutOp):
+                self.key_for(op.namespace, op.key)  # refuse an unmappable item up front
+                puts[(op.namespace, op.key)] = op
+            else:
+                for _, coro in reads:
+                    coro.close()
+                raise ValueError(f"Unknown operation type: {type(op)}")
+        if reads:
+            answers = await asyncio.gather(*(coro for _, coro in reads))
+            for (i, _), answer in zip(reads, answers, strict=True):
+                results[i] = answer
+        if puts:
+            await asyncio.gather(*(self._put(op) for op in puts.values()))
+        return results
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None:
+            coro.close()
+            raise RuntimeError(
+                "sync calls need ZeromemStore.connect_sync() or loop=; "
+                "in async code use aget/aput/asearch"
+            )
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            coro.close()
+            raise RuntimeError(
+                "a sync store call on the store's own loop would deadlock; use the a* methods there"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    # --- mapping ------------------------------------------------------------------------
+
+    def key_for(self, namespace: tuple[str, ...], key: str) -> str:
+        """The zeromem key of a LangGraph item (``ValueError`` when it cannot fit)."""
+        if not namespace:
+            raise ValueError("a LangGraph namespace has at least one label")
+        owner = escape(namespace[0])
+        name = "/".join([*(escape(label) for label in namespace[1:]), escape(str(key))])
+        if len(owner) > 64 or len(name) > 128:
+            raise ValueError(
+                f"namespace {namespace!r} / key {key!r} is too long for a zeromem key once "
+                "escaped (first label <= 64 chars, the rest <= 128; non-ASCII takes 3 per byte)"
+            )
+        return f"{self.prefix}:{owner}:{name}"
+
+    def parse_key(self, zm_key: str) -> tuple[tuple[str, ...], str]:
+        parsed = MemoryKey.parse(zm_key)
+        parts = (parsed.name or "").split("/")
+        labels = (unescape(parsed.owner_id), *(unescape(p) for p in parts[:-1]))
+        return labels, unescape(parts[-1])
+
+    def _list_prefix(self, namespace_prefix: tuple[str, ...]) -> str:
+        if not namespace_prefix:
+            return f"{self.prefix}:"
+        rest = "".join(f"{escape(label)}/" for label in namespace_prefix[1:])
+        return f"{self.prefix}:{escape(namespace_prefix[0])}:{rest}"
+
+    # --- operations ---------------------------------------------------------------------
+
+    async def _get(self, op: GetOp) -> Item | None:
+        found = await self.client.get(self.key_for(op.namespace, op.key))
+        if found is None:
+            return None
+        if op.refresh_ttl:
+            await self._refresh([found])
+        return self._item(found, op.namespace, op.key)
+
+    async def _put(self, op: PutOp) -> None:
+        key = self.key_for(op.namespace, op.key)
+        if op.value is None:
+            # Deleting what is not there is not an error for a LangGraph store.
+            await self.client.delete(key, wait=self.wait)
+            return
+        ttl_s = None if op.ttl is None else float(op.ttl) * 60.0
+        tags = () if ttl_s is None else (f"{TTL_TAG}{ttl_s:g}",)
+        await self.client.put(
+            key,
+            dict(op.value),
+            type=MemoryType.FACT,
+            tags=tags,
+            ttl=ttl_s,
+            source="langgraph",
+            wait=self.wait,
+        )
+
+    async def _scan(self, namespace_prefix: tuple[str, ...]) -> list[MemoryItem]:
+        return [
+            item
+            async for item in self.client.iter_list(
+                self._list_prefix(namespace_prefix), page_size=_PAGE
+            )
+        ]
+
+    async def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = tuple(op.namespace_prefix)
+        rows: list[tuple[tuple[str, ...], str, MemoryItem]] = []
+        for found in await self._scan(prefix):
+            namespace, key = self.parse_key(found.key)
+            if namespace[: len(prefix)] != prefix or not isinstance(found.value, dict):
+                continue
+            if op.filter and not all(
+                _compare_values(found.value.get(k), v) for k, v in op.filter.items()
+            ):
+                continue
+            rows.append((namespace, key, found))
+        rows = _insertion_order(rows)
+        scores: list[float | None] = [None] * len(rows)
+        if op.query:
+            scores = _bm25_scores(
+                op.query, [json.dumps(r[2].value, ensure_ascii=False, default=str) for r in rows]
+            )
+            order = sorted(
+                range(len(rows)), key=lambda i: (scores[i] is None, -(scores[i] or 0), i)
+            )
+            rows = [rows[i] for i in order]
+            scores = [scores[i] for i in order]
+        start = max(op.offset, 0)
+        window = slice(start, start + max(op.limit, 0))
+        kept, kept_scores = rows[window], scores[window]
+        if op.refresh_ttl:
+            await self._refresh([r[2] for r in kept])
+        return [
+            SearchItem(
+                namespace=ns,
+                key=key,
+                value=dict(item.value),
+                created_at=_dt(item.created_at),
+                updated_at=_dt(item.updated_at),
+                score=score,
+            )
+            for (ns, key, item), score in zip(kept, kept_scores, strict=True)
+        ]
+
+    async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        namespaces: set[tuple[str, ...]] = set()
+        async for found in self.client.iter_list(f"{self.prefix}:", page_size=_PAGE):
+            namespaces.add(self.parse_key(found.key)[0])
+        if op.match_conditions:
+            namespaces = {
+                ns for ns in namespaces if all(_does_match(c, ns) for c in op.match_conditions)
+            }
+        if op.max_depth is not None:
+            namespaces = {ns[: op.max_depth] for ns in namespaces}
+        return sorted(namespaces)[op.offset : op.offset + op.limit]
+
+    async def _refresh(self, items: Iterable[MemoryItem]) -> None:
+        """Re-arm the TTL of items written with one (fire-and-forget: a read never waits)."""
+        for item in items:
+            ttl_s = _ttl_of(item)
+            if ttl_s is not None:
+                await self.client.expire(item.key, ttl_s)
+
+    def _item(self, found: MemoryItem, namespace: tuple[str, ...], key: str) -> Item:
+        return Item(
+            value=dict(found.value),
+            key=key,
+            namespace=namespace,
+            created_at=_dt(found.created_at),
+            updated_at=_dt(found.updated_at),
+        )
+
+
+# --- helpers mirroring InMemoryStore's semantics ------------------------------------------
+
+
+def _insertion_order(
+    rows: list[tuple[tuple[str, ...], str, MemoryItem]],
+) -> list[tuple[tuple[str, ...], str, MemoryItem]]:
+    """Group by namespace in order of each namespace's oldest item, items by creation."""
+    first: dict[tuple[str, ...], float] = {}
+    for ns, _, item in rows:
+        first[ns] = min(first.get(ns, math.inf), item.created_at)
+    return sorted(rows, key=lambda r: (first[r[0]], r[0], r[2].created_at, r[1]))
+
+
+def _bm25_scores(query: str, texts: list[str]) -> list[float | None]:
+    query_terms = list(dict.fromkeys(terms(query)))
+    docs = [terms(text) for text in texts]
+    if not docs or not query_terms:
+        return [None] * len(texts)
+    avg_len = sum(map(len, docs)) / len(docs)
+    df = {t: sum(1 for d in docs if t in d) for t in query_terms}
+    scores: list[float | None] = []
+    for doc in docs:
+        total = sum(
+            bm25(doc.count(t), df[t], len(docs), len(doc), avg_len, 1.2, 0.75) for t in query_terms
+        )
+        scores.append(total if total > 0 else None)
+    return scores
+
+
+def _ttl_of(item: MemoryItem) -> float | None:
+    for tag in item.tags:
+        if tag.startswith(TTL_TAG):
+            try:
+                return float(tag[len(TTL_TAG) :])
+            except ValueError:
+                return None
+    return None
+
+
+def _dt(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, tz=UTC)
+
+
+def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        pairs = zip(namespace, path, strict=False)
+    elif condition.match_type == "suffix":
+        pairs = zip(reversed(namespace), reversed(path), strict=False)
+    else:
+        raise ValueError(f"Unsupported match type: {condition.match_type}")
+    return all(p == "*" or k == p for k, p in pairs)
+
+
+def _compare_values(item_value: Any, filter_value: Any) -> bool:
+    """JSONB-like comparison with ``$eq $ne $gt $gte $lt $lte``, as LangGraph's stores do."""
+    if isinstance(filter_value, dict):
+        if any(k.startswith("$") for k in filter_value):
+            return all(_apply_operator(item_value, k, v) for k, v in filter_value.items())
+        if not isinstance(item_value, dict):
+            return False
+        return all(_compare_values(item_value.get(k), v) for k, v in filter_value.items())
+    if isinstance(filter_value, list | tuple):
+        return (
+            isinstance(item_value, list | tuple)
+            and len(item_value) == len(filter_value)
+            and all(_compare_values(i, f) for i, f in zip(item_value, filter_value, strict=False))
+        )
+    return bool(item_value == filter_value)
+
+
+def _apply_operator(value: Any, operator: str, operand: Any) -> bool:
+    if operator == "$eq":
+        return bool(value == operand)
+    if operator == "$ne":
+        return bool(value != operand)
+    if operator in ("$gt", "$gte", "$lt", "$lte"):
+        a, b = float(value), float(operand)
+        return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[operator]
+    raise ValueError(f"Unsupported operator: {operator}")
