@@ -38,6 +38,11 @@ def shard_consumer(shard: int) -> str:
     return f"zm-shard-{shard}"
 
 
+def pull_request_subject(stream: str, consumer: str) -> str:
+    """JetStream's API subject for a pull request (a fetch) on a durable consumer."""
+    return f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
+
+
 def dead_letter_subject(shard: int) -> str:
     return f"{_PREFIX}.dead.{shard}"
 
@@ -53,6 +58,33 @@ def change_subject(tenant: str, shard: int, namespace: str, owner_id: str) -> st
 def change_watch_subject(tenant: str, namespace: str = "*", owner_id: str = "*") -> str:
     """A subscription to the changes of an owner (``task``, ``t42``) or a whole tenant."""
     return f"{_PREFIX}.chg.{tenant}.*.{namespace}.{owner_id}"
+
+
+CHANGE_STREAM = "ZM_CHANGES"  # retains the change feed so a subscriber can resume
+CHANGE_SUBJECTS = f"{_PREFIX}.chg.>"
+
+AUDIT_STREAM = "ZM_AUDIT"
+AUDIT_SUBJECTS = f"{_PREFIX}.audit.>"
+
+
+def audit_write_subject(tenant: str, shard: int) -> str:
+    """One message per worker batch (and tenant): the batch's applied, conflicting and
+    rejected commands."""
+    return f"{_PREFIX}.audit.{tenant}.w.{shard}"
+
+
+def audit_read_subject(tenant: str, kind: str) -> str:
+    """Reads through the query and recall services: reader and keys, never values."""
+    return f"{_PREFIX}.audit.{tenant}.r.{kind}"
+
+
+def audit_tenant_subject(tenant: str) -> str:
+    return f"{_PREFIX}.audit.{tenant}.>"
+
+
+def command_tenant_subject(tenant: str) -> str:
+    """Every command of one tenant (what a tenant's rebuild replays)."""
+    return f"{_PREFIX}.cmd.{tenant}.*"
 
 
 def query_subject(tenant: str, kind: str) -> str:
@@ -107,7 +139,8 @@ class RedisKeys:
 
     def item(self, key: str) -> str:
         """Hash: v (version), d (msgpack item, empty for a tombstone), lc (last command id),
-        fl/fd/fi (feedback counts), tk:{encoding} (cached token count of the content)."""
+        fl/fd/fi (feedback counts), tk:{encoding} (cached token count of the content),
+        ar ("1" while the memory sits in the archive tier)."""
         return f"zm:{self.tenant}:m:{key}"
 
     def command(self, command_id: str) -> str:
@@ -139,6 +172,15 @@ class RedisKeys:
         """Hash of one UTC day (YYYYMMDD): "{minute}|{agent}|{measure}" -> count, for
         ``zeromem stats`` (recalls and tokens injected, baseline, history)."""
         return f"zm:{self.tenant}:usage:{day}"
+
+    def archive(self, owner: str) -> str:
+        """Hash key -> archived memory (msgpack MemoryItem with ``archived_at`` and its
+        feedback): the archive tier, one compact record per memory, in no index."""
+        return f"zm:{self.tenant}:o:{{{owner}}}:ar"
+
+    def tenant_pattern(self) -> str:
+        """Every Redis key of this tenant (what a tenant's rebuild clears first)."""
+        return f"zm:{self.tenant}:*"
 
     def owner_stats(self, owner: str) -> str:
         """Hash: n (live memories), len (total indexed terms), for BM25's length norm."""

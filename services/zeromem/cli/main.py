@@ -64,7 +64,12 @@ def _run_service(main: Callable[[], Awaitable[None]]) -> int:
             pass
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    asyncio.run(runner())
+    try:
+        import uvloop  # a faster event loop: the services spend most of their time in I/O
+    except ImportError:  # not on every platform; the standard loop works the same
+        asyncio.run(runner())
+    else:
+        uvloop.run(runner())
     return 0
 
 

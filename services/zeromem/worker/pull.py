@@ -29,6 +29,8 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js.errors import APIError
 
+from zeromem import naming
+
 # JetStream status codes that can reach a pull request's reply subject.
 _HEARTBEAT = "100"  # idle heartbeat (only if requested; skipped)
 _ENDED = frozenset({"404", "408", "409"})  # no messages / request expired / request refused
@@ -41,7 +43,7 @@ class PullFeed:
 
     def __init__(self, nc: NatsClient, stream: str, consumer: str) -> None:
         self.nc = nc
-        self.request_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
+        self.request_subject = naming.pull_request_subject(stream, consumer)
         self._inbox = nc.new_inbox()
         self._sub: Any = None
         self._seq = 0
