@@ -91,7 +91,7 @@ from zeromem.ids import new_command_id
 from zeromem.recall.packing import CUT_OVER_BUDGET
 from zeromem.schemas import MemoryType, Put, RecallReply, encode, owner_of
 from zeromem.sdk import MemoryClient
-from zeromem.serve import build_read_broker
+from zeromem.serve import ReadServices
 from zeromem.settings import Settings
 from zeromem.worker.service import WorkerService
 
@@ -192,9 +192,8 @@ async def start_services(settings: Settings) -> Services:
     await worker.start()
     await worker.wait_owned()
     read_redis = connect_redis(settings)
-    broker = build_read_broker(settings, read_redis)
-    await broker.start()
-    services.closers += [read_redis.aclose, broker.stop]
+    readers = await ReadServices.start(settings, read_redis)
+    services.closers += [read_redis.aclose, readers.stop]
     return services
 
 

@@ -1,35 +1,55 @@
-"""``zeromem serve``: the read services (get, list, recall) in one process."""
+"""``zeromem serve``: the read services (get, list, stats, recall) in one process."""
 
 from __future__ import annotations
 
-from faststream import FastStream
+import asyncio
+from dataclasses import dataclass
+
 from faststream.nats import NatsBroker
+from nats.aio.client import Client as NatsClient
 from redis.asyncio import Redis
 
-from zeromem.bus import connect_redis
-from zeromem.query.service import register_query_handlers, register_recall_handler
+from zeromem.bus import connect_nats, connect_redis
+from zeromem.query.service import register_query_handlers, register_stats_handler
+from zeromem.recall.responder import RecallResponder
+from zeromem.recall.service import RecallService
 from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
 
 
-def build_read_broker(
-    settings: Settings, redis: Redis, telemetry: Telemetry | None = None
-) -> NatsBroker:
-    # logger=None: FastStream's per-message log line costs more than a read itself.
-    broker = NatsBroker(settings.nats_url, logger=None, max_reconnect_attempts=-1)
-    register_query_handlers(broker, redis)
-    recall = register_recall_handler(broker, redis, telemetry)
-    broker.zeromem_recall = recall  # type: ignore[attr-defined]  # for a clean shutdown
-    return broker
+@dataclass
+class ReadServices:
+    broker: NatsBroker  # get, list, stats (FastStream)
+    nc: NatsClient  # recall (a plain subscription, see recall.responder)
+    responder: RecallResponder
+    recall: RecallService
+
+    @classmethod
+    async def start(
+        cls, settings: Settings, redis: Redis, telemetry: Telemetry | None = None
+    ) -> ReadServices:
+        # logger=None: FastStream's per-message log line costs more than a read itself.
+        broker = NatsBroker(settings.nats_url, logger=None, max_reconnect_attempts=-1)
+        register_query_handlers(broker, redis)
+        recall = register_stats_handler(broker, redis, telemetry)
+        await broker.start()
+        nc = await connect_nats(settings, name="zeromem-recall")
+        responder = await RecallResponder(nc, recall).start()
+        return cls(broker, nc, responder, recall)
+
+    async def stop(self) -> None:
+        await self.responder.stop()
+        await self.recall.usage.stop()
+        await self.broker.stop()
+        await self.nc.drain()
 
 
 async def run_read_services(settings: Settings) -> None:
     redis = connect_redis(settings)
     telemetry = configure_telemetry(TelemetryConfig("serve", settings.metrics_port))
-    broker = build_read_broker(settings, redis, telemetry)
-    app = FastStream(broker, logger=None)
+    services = await ReadServices.start(settings, redis, telemetry)
     try:
-        await app.run()
+        await asyncio.Event().wait()
     finally:
-        await broker.zeromem_recall.usage.stop()  # type: ignore[attr-defined]
+        await services.stop()
         await redis.aclose()

@@ -80,8 +80,8 @@ async def test_prometheus_endpoint_of_a_running_service_shows_the_token_metrics(
         async with await MemoryClient.connect(isolated.nats_url, tenant="acme", agent="scraper",
                                               shards=isolated.shards) as client:  # fmt: skip
             await client.put("user:u1:a", 1, content="alpha beta gamma", wait="applied")
-            await services.brokers[0].stop()  # leave the subprocess as the only recall service
-            services.brokers.clear()
+            await services.readers[0].stop()  # leave the subprocess as the only recall service
+            services.readers.clear()
             for _ in range(50):
                 try:
                     await client.recall("alpha", owners=["user:u1"])

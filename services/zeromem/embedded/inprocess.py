@@ -8,8 +8,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from faststream.nats import NatsBroker
-
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry
@@ -19,14 +17,14 @@ from zeromem.telemetry import Telemetry
 class InProcessServices:
     settings: Settings
     workers: list[Any] = field(default_factory=list)
-    brokers: list[NatsBroker] = field(default_factory=list)
+    readers: list[Any] = field(default_factory=list)
     closers: list[Callable[[], Awaitable[Any]]] = field(default_factory=list)
 
     @classmethod
     async def start(
         cls, settings: Settings, *, worker_cls: Any = None, telemetry: Telemetry | None = None
     ) -> InProcessServices:
-        from zeromem.serve import build_read_broker
+        from zeromem.serve import ReadServices
         from zeromem.worker.service import WorkerService
 
         services = cls(settings)
@@ -43,19 +41,14 @@ class InProcessServices:
 
         read_redis = connect_redis(settings)
         services.closers.append(read_redis.aclose)
-        broker = build_read_broker(settings, read_redis, telemetry)
-        await broker.start()
-        services.brokers.append(broker)
+        services.readers.append(await ReadServices.start(settings, read_redis, telemetry))
         return services
 
     async def stop(self) -> None:
         for worker in self.workers:
             await worker.stop()
-        for broker in self.brokers:
-            recall = getattr(broker, "zeromem_recall", None)
-            if recall is not None:
-                await recall.usage.stop()
-            await broker.stop()
+        for reader in self.readers:
+            await reader.stop()
         for close in reversed(self.closers):
             await close()
 

@@ -11,7 +11,6 @@ import contextlib
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 from zeromem.settings import Settings
 
@@ -21,10 +20,8 @@ async def local_stack(
     data_dir: Path | str | None = None, *, shards: int = 4
 ) -> AsyncIterator[Settings]:
     """Yield :class:`Settings` pointing at a running stack; everything stops on exit."""
-    from zeromem.bus import connect_nats, connect_redis
     from zeromem.embedded import EmbeddedStack
-    from zeromem.serve import build_read_broker
-    from zeromem.worker.service import WorkerService
+    from zeromem.embedded.inprocess import InProcessServices
 
     with contextlib.ExitStack() as exits:
         if data_dir is None:
@@ -38,21 +35,8 @@ async def local_stack(
             data_dir=root / "data",
             shards=shards,
         )
-        closers: list[Any] = []
+        services = await InProcessServices.start(settings)
         try:
-            nc = await connect_nats(settings, name="zeromem-local-worker")
-            redis = connect_redis(settings)
-            closers += [nc.close, redis.aclose]
-            worker = await WorkerService(settings, list(range(shards)), nc=nc, redis=redis).start()
-            closers.insert(0, worker.stop)
-            await worker.wait_owned()
-            read_redis = connect_redis(settings)
-            closers.append(read_redis.aclose)
-            broker = build_read_broker(settings, read_redis)
-            await broker.start()
-            closers.insert(1, broker.stop)
             yield settings
         finally:
-            for close in closers:
-                with contextlib.suppress(Exception):
-                    await close()
+            await services.stop()

@@ -8,20 +8,17 @@ import time
 
 import msgspec
 from faststream.nats import NatsBroker, NatsMessage, NatsResponse
-from opentelemetry import propagate
-from opentelemetry.trace import SpanKind
 from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.query.reads import get_items, list_keys
-from zeromem.recall.service import RecallError, RecallService
+from zeromem.recall.service import RecallService
 from zeromem.recall.usage import read_usage
 from zeromem.schemas import (
     ErrorReply,
     GetReply,
     GetRequest,
     ListRequest,
-    RecallRequest,
     StatsReply,
     StatsRequest,
     decode,
@@ -71,11 +68,12 @@ def register_query_handlers(broker: NatsBroker, redis: Redis) -> None:
         return NatsResponse(encode(reply))
 
 
-def register_recall_handler(
+def register_stats_handler(
     broker: NatsBroker, redis: Redis, telemetry: Telemetry | None = None
 ) -> RecallService:
+    """The stats query; returns the recall service whose usage ledger it reads (the recall
+    subject itself is answered by ``recall.responder``, off FastStream, for latency)."""
     service = RecallService(redis, telemetry=telemetry)
-    tracer = service.telemetry.tracer
 
     @broker.subscriber(naming.query_subject_all("stats"), queue=naming.QUERY_QUEUE_GROUP)
     async def handle_stats(msg: NatsMessage) -> NatsResponse:
@@ -87,25 +85,5 @@ def register_recall_handler(
         await service.usage.flush()  # this replica's latest figures first
         rows = await read_usage(redis, request.tenant, request.since, until)
         return NatsResponse(encode(StatsReply(rows=tuple(rows))))
-
-    @broker.subscriber(naming.query_subject_all("recall"), queue=naming.RECALL_QUEUE_GROUP)
-    async def handle_recall(msg: NatsMessage) -> NatsResponse:
-        try:
-            request = decode(msg.body, RecallRequest)
-        except msgspec.DecodeError as exc:
-            return error_response("bad_request", str(exc))
-        if request.tenant != _tenant_of(msg.raw_message.subject):
-            return error_response("bad_request", "tenant does not match the subject")
-        # The agent's trace continues here: one agent turn is one trace.
-        parent = propagate.extract(msg.raw_message.headers or {})
-        with tracer.start_as_current_span("zeromem recall", context=parent,
-                                          kind=SpanKind.SERVER) as span:  # fmt: skip
-            span.set_attribute("zeromem.tenant", request.tenant)
-            try:
-                reply = await service.recall(request)
-            except RecallError as exc:
-                return error_response("bad_request", str(exc))
-            span.set_attribute("zeromem.recall.tokens", reply.tokens)
-        return NatsResponse(encode(reply))
 
     return service

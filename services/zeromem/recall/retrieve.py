@@ -36,7 +36,7 @@ from zeromem.worker.engine import POSTING_TF_SCALE, posting_tf
 POSTINGS_LIMIT = 300  # postings read per (owner, term) at most
 RECENT_LIMIT = 20  # most recent memories per owner always considered
 ENUMERATE_LIMIT = 5000  # a filtered set up to this size is read whole
-STAGE_TWO_MIN = 64  # candidates scored exactly, at least (more for a larger k)
+STAGE_TWO_MIN = 32  # candidates scored exactly, at least (more for a larger k)
 
 _ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
 
@@ -122,6 +122,15 @@ async def gather(
 ) -> Gathered:
     now = time.time() if now is None else now
     keys = naming.RedisKeys(tenant)
+    keep_n = max(STAGE_TWO_MIN, 8 * k)
+    if not filters.any:
+        # The common case in one round trip: statistics, frequencies, postings, recents.
+        owner_stats, df_by_owner_term, posting_data = await _survey(redis, keys, owners, query_terms)
+        stats, df, n_docs = _corpus(owners, query_terms, owner_stats, df_by_owner_term)
+        tf: dict[str, dict[str, int]] = {}
+        chosen, stage_one_cut = _choose(posting_data, df, n_docs, config, keep_n, explain, tf)
+        return await _finish(redis, tenant, keys, owners, filters, chosen, stage_one_cut, tf,
+                             stats, owner_stats, False, 0, encoding, now)  # fmt: skip
 
     # Round trip 1: statistics, document frequencies, and the size of each filter.
     async with redis.pipeline(transaction=False) as pipe:
@@ -141,16 +150,12 @@ async def gather(
             pos += 1
     sizes = replies[pos : pos + filter_sizes]
 
-    n_docs = sum(s.get("n", 0) for s in owner_stats)
-    total_len = sum(s.get("len", 0) for s in owner_stats)
-    df = {t: sum(df_by_owner_term[(o, t)] for o in owners) for t in query_terms}
-    stats = CorpusStats(n_docs=n_docs, avg_len=total_len / n_docs if n_docs else 0.0, df=df)
+    stats, df, n_docs = _corpus(owners, query_terms, owner_stats, df_by_owner_term)
     filtered_total = sum(sizes) if sizes else 0
     enumerate_filtered = filters.any and 0 < len(sizes) and filtered_total <= ENUMERATE_LIMIT
     if filters.any and sizes and filtered_total == 0:
         return Gathered([], {}, stats, 0, False, 0)
 
-    keep_n = max(STAGE_TWO_MIN, 8 * k)
     posting_plan = [(owner, term) for owner in owners for term in query_terms
                     if df_by_owner_term[(owner, term)]]  # fmt: skip
     tf: dict[str, dict[str, int]] = {}
@@ -160,13 +165,32 @@ async def gather(
             redis, keys, owners, filters, posting_plan, df, n_docs, now, config, keep_n, tf
         )
     else:
-        chosen, stage_one_cut = await _from_postings(
-            redis, keys, owners, posting_plan, df, n_docs, now, config, keep_n, explain, tf
-        )
+        _, _, posting_data = await _survey(redis, keys, owners, query_terms)
+        chosen, stage_one_cut = _choose(posting_data, df, n_docs, config, keep_n, explain, tf)
 
+    return await _finish(redis, tenant, keys, owners, filters, chosen, stage_one_cut, tf, stats,
+                         owner_stats, enumerate_filtered, filtered_total, encoding, now)  # fmt: skip
+
+
+def _corpus(
+    owners: Sequence[str], query_terms: Sequence[str], owner_stats: list[dict[str, int]],
+    df_by_owner_term: dict[tuple[str, str], int],
+) -> tuple[CorpusStats, dict[str, int], int]:  # fmt: skip
+    n_docs = sum(s.get("n", 0) for s in owner_stats)
+    total_len = sum(s.get("len", 0) for s in owner_stats)
+    df = {t: sum(df_by_owner_term[(o, t)] for o in owners) for t in query_terms}
+    return CorpusStats(n_docs=n_docs, avg_len=total_len / n_docs if n_docs else 0.0, df=df), df, n_docs
+
+
+async def _finish(
+    redis: Redis, tenant: str, keys: naming.RedisKeys, owners: Sequence[str], filters: Filters,
+    chosen: set[str], stage_one_cut: list[tuple[str, float]], tf: dict[str, dict[str, int]],
+    stats: CorpusStats, owner_stats: list[dict[str, int]], enumerate_filtered: bool,
+    filtered_total: int, encoding: str, now: float,
+) -> Gathered:  # fmt: skip
     chosen_all = chosen | {key for key, _ in stage_one_cut}
 
-    # Round trip 3: the memories themselves.
+    # The last round trip: the memories themselves.
     chosen_list = sorted(chosen)
     items, token_counts, doc_lens = await fetch_items(redis, tenant, chosen_list, encoding, now)
     features: list[CandidateFeatures] = []
@@ -193,43 +217,70 @@ def _weights(df: dict[str, int], n_docs: int, config: RankingConfig) -> dict[str
     return {t: idf(d, n_docs) * (config.k1 + 1.0) for t, d in df.items()}
 
 
-async def _from_postings(
-    redis: Redis, keys: naming.RedisKeys, owners: Sequence[str],
-    posting_plan: list[tuple[str, str]], df: dict[str, int], n_docs: int, now: float,
-    config: RankingConfig, keep_n: int, explain: bool, tf: dict[str, dict[str, int]],
+@dataclass(slots=True)
+class PostingData:
+    """What stage one works from: the owners' most recent memories, each query term's best
+    postings (flat member, score lists), and the recent memories' scores for each term."""
+
+    recent: set[str]
+    postings: list[tuple[str, list[bytes]]]
+    recent_scores: list[tuple[str, list[bytes], list[bytes]]]
+
+
+async def _survey(
+    redis: Redis, keys: naming.RedisKeys, owners: Sequence[str], terms: Sequence[str]
+) -> tuple[list[dict[str, int]], dict[tuple[str, str], int], PostingData]:
+    """Everything stage one needs in one script call: the owners' statistics, each term's
+    document frequency and best postings, the recent memories and their term scores."""
+    args: list[object] = [POSTINGS_LIMIT, RECENT_LIMIT, len(owners), len(terms)]
+    args += [keys.owner_stats(owner) for owner in owners]
+    args += [keys.by_time(owner) for owner in owners]
+    args += [keys.by_term(owner, term) for owner in owners for term in terms]
+    stats_raw, dfs, recents, postings, recent_scores = await redis.eval(_SURVEY_LUA, 0, *args)
+    owner_stats = [
+        {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)} for flat in stats_raw
+    ]
+    df_by_owner_term: dict[tuple[str, str], int] = {}
+    data = PostingData({m.decode() for recent in recents for m in recent}, [], [])
+    i = 0
+    for o, owner in enumerate(owners):
+        for term in terms:
+            df_by_owner_term[(owner, term)] = dfs[i]
+            if dfs[i]:
+                data.postings.append((term, postings[i]))
+                data.recent_scores.append((term, recents[o], recent_scores[i]))
+            i += 1
+    return owner_stats, df_by_owner_term, data
+
+
+def _choose(
+    data: PostingData, df: dict[str, int], n_docs: int, config: RankingConfig, keep_n: int,
+    explain: bool, tf: dict[str, dict[str, int]],
 ) -> tuple[set[str], list[tuple[str, float]]]:  # fmt: skip
-    """Stage one: each term's best postings and the owners' recent memories, estimated from
-    posting data alone; the best ``keep_n`` (and every recent one) go on to stage two."""
-    async with redis.pipeline(transaction=False) as pipe:
-        for owner in owners:
-            pipe.zrevrange(keys.by_time(owner), 0, RECENT_LIMIT - 1)
-        if posting_plan:
-            # One script call for every posting list, answering flat member/score lists:
-            # redis-py's per-pair score parsing cost more than the rest of a recall.
-            pipe.eval(_POSTINGS_LUA, 0, POSTINGS_LIMIT,
-                      *[keys.by_term(owner, term) for owner, term in posting_plan])  # fmt: skip
-        replies = await pipe.execute()
-    recent = {m.decode() for reply in replies[: len(owners)] for m in reply}
+    """Stage one: estimate every posting's memory from posting data alone; the best
+    ``keep_n`` and every recent memory go on to stage two. Fills ``tf`` for them."""
     created: dict[str, float] = {}
-    if posting_plan:
-        for (_owner, term), flat in zip(posting_plan, replies[-1], strict=True):
-            for member, raw_score in zip(flat[::2], flat[1::2], strict=True):
-                key = member.decode()
-                score = float(raw_score)
-                tf.setdefault(key, {})[term] = posting_tf(score)
-                created[key] = score % POSTING_TF_SCALE
+    for term, flat in data.postings:
+        for member, raw_score in zip(flat[::2], flat[1::2], strict=True):
+            key = member.decode()
+            score = float(raw_score)
+            tf.setdefault(key, {})[term] = posting_tf(score)
+            created[key] = score % POSTING_TF_SCALE
+    for term, members, scores in data.recent_scores:
+        # a recent memory's frequency for a term whose best postings did not include it
+        for member, raw_score in zip(members, scores, strict=True):
+            if raw_score:
+                tf.setdefault(member.decode(), {})[term] = posting_tf(float(raw_score))
+    recent = data.recent
     pool = set(tf) | recent
     if len(pool) <= keep_n:
         return pool, []
-    estimate = _stage_one(pool, tf, created, df, n_docs, now, config)
+    estimate = _stage_one(pool, tf, created, df, n_docs, 0.0, config)
     # ties (a common term, tf 1 everywhere) go to the most recently created
     best = heapq.nlargest(keep_n, pool, key=lambda key: (estimate[key], created.get(key, 0.0), key))
     chosen = set(best) | recent  # an unmatched query still ranks by recency
     cut = sorted(((key, estimate[key]) for key in pool if key not in chosen),
                  key=lambda pair: (-pair[1], pair[0])) if explain else []  # fmt: skip
-    missing = [key for key in recent if key not in tf] if posting_plan else []
-    if missing:  # a recent memory may hold a query term beyond the postings read
-        await _term_frequencies(redis, keys, posting_plan, missing, tf)
     return chosen, cut
 
 
@@ -315,12 +366,32 @@ async def fetch_items(
     return items, tokens, lens
 
 
-_POSTINGS_LUA = """
-local out = {}
-for i = 2, #ARGV do
-  out[i - 1] = redis.call('ZREVRANGE', ARGV[i], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
+# ARGV: postings limit, recent limit, owners n, terms m, then n owner-stats keys, n time
+# index keys, n*m term keys (owner-major). Flat replies: redis-py's per-pair score parsing
+# cost more than the rest of a recall. A missing score is '' so every list stays dense.
+_SURVEY_LUA = """
+local limit, nrecent = tonumber(ARGV[1]), tonumber(ARGV[2])
+local n, m = tonumber(ARGV[3]), tonumber(ARGV[4])
+local stats, dfs, recents, postings, rscores = {}, {}, {}, {}, {}
+for o = 1, n do
+  stats[o] = redis.call('HGETALL', ARGV[4 + o])
+  local recent = redis.call('ZREVRANGE', ARGV[4 + n + o], 0, nrecent - 1)
+  recents[o] = recent
+  for t = 1, m do
+    local i = (o - 1) * m + t
+    local key = ARGV[4 + 2 * n + i]
+    dfs[i] = redis.call('ZCARD', key)
+    postings[i] = {}
+    rscores[i] = {}
+    if dfs[i] > 0 then
+      postings[i] = redis.call('ZREVRANGE', key, 0, limit - 1, 'WITHSCORES')
+      for r = 1, #recent do
+        rscores[i][r] = redis.call('ZSCORE', key, recent[r]) or ''
+      end
+    end
+  end
 end
-return out
+return {stats, dfs, recents, postings, rscores}
 """
 
 # One call for every memory of a recall (a pipeline of HMGETs cost more in redis-py's
