@@ -33,7 +33,7 @@ from zeromem.recall.tokens import count_tokens
 from zeromem.schemas import FeedbackCounts, MemoryItem, RecallScope, owner_of
 from zeromem.worker.engine import POSTING_TF_SCALE, posting_tf
 
-POSTINGS_LIMIT = 300  # postings read per (owner, term) at most
+POSTINGS_LIMIT = 200  # postings read per (owner, term) at most
 RECENT_LIMIT = 20  # most recent memories per owner always considered
 ENUMERATE_LIMIT = 5000  # a filtered set up to this size is read whole
 STAGE_TWO_MIN = 32  # candidates scored exactly, at least (more for a larger k)
@@ -82,29 +82,6 @@ class Filters:
         if self.until is not None and item.updated_at > self.until:
             return False
         return not (self.prefix and not item.key.startswith(self.prefix))
-
-
-def _stage_one(
-    pool: set[str],
-    tf: dict[str, dict[str, int]],
-    created: dict[str, float],
-    df: dict[str, int],
-    n_docs: int,
-    now: float,
-    config: RankingConfig,
-) -> dict[str, float]:
-    """BM25 at the average document length, from posting data alone: relevance first.
-    Decay is left to stage two, which knows each memory's type (a preference does not
-    fade) and its last update; here it would bury old but relevant memories for good."""
-    k1 = config.k1
-    weight = {t: idf(d, n_docs) * (k1 + 1.0) for t, d in df.items()}
-    estimate: dict[str, float] = {}
-    for key in pool:
-        s = 0.0
-        for term, f in tf.get(key, {}).items():
-            s += weight[term] * f / (f + k1)
-        estimate[key] = s
-    return estimate
 
 
 async def gather(
@@ -222,7 +199,7 @@ class PostingData:
     """What stage one works from: the owners' most recent memories, each query term's best
     postings (flat member, score lists), and the recent memories' scores for each term."""
 
-    recent: set[str]
+    recent: set[bytes]
     postings: list[tuple[str, list[bytes]]]
     recent_scores: list[tuple[str, list[bytes], list[bytes]]]
 
@@ -241,7 +218,7 @@ async def _survey(
         {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)} for flat in stats_raw
     ]
     df_by_owner_term: dict[tuple[str, str], int] = {}
-    data = PostingData({m.decode() for recent in recents for m in recent}, [], [])
+    data = PostingData({m for recent in recents for m in recent}, [], [])
     i = 0
     for o, owner in enumerate(owners):
         for term in terms:
@@ -257,31 +234,46 @@ def _choose(
     data: PostingData, df: dict[str, int], n_docs: int, config: RankingConfig, keep_n: int,
     explain: bool, tf: dict[str, dict[str, int]],
 ) -> tuple[set[str], list[tuple[str, float]]]:  # fmt: skip
-    """Stage one: estimate every posting's memory from posting data alone; the best
-    ``keep_n`` and every recent memory go on to stage two. Fills ``tf`` for them."""
-    created: dict[str, float] = {}
+    """Stage one: estimate every posting's memory from posting data alone (BM25 at the
+    average document length); the best ``keep_n`` and every recent memory go on to stage
+    two. Fills ``tf`` for them. Works on the raw member bytes and decodes only the chosen."""
+    k1 = config.k1
+    weights = {t: idf(d, n_docs) * (k1 + 1.0) for t, d in df.items()}
+    raw_tf: dict[bytes, dict[str, int]] = {}
+    estimate: dict[bytes, float] = {}
+    created: dict[bytes, float] = {}
     for term, flat in data.postings:
+        weight = weights[term]
         for member, raw_score in zip(flat[::2], flat[1::2], strict=True):
-            key = member.decode()
             score = float(raw_score)
-            tf.setdefault(key, {})[term] = posting_tf(score)
-            created[key] = score % POSTING_TF_SCALE
+            f = int(score // POSTING_TF_SCALE)
+            freqs = raw_tf.get(member)
+            if freqs is None:
+                raw_tf[member] = freqs = {}
+                estimate[member] = 0.0
+                created[member] = score - f * POSTING_TF_SCALE
+            freqs[term] = f
+            estimate[member] += weight * f / (f + k1)
     for term, members, scores in data.recent_scores:
         # a recent memory's frequency for a term whose best postings did not include it
         for member, raw_score in zip(members, scores, strict=True):
-            if raw_score:
-                tf.setdefault(member.decode(), {})[term] = posting_tf(float(raw_score))
+            if raw_score and term not in raw_tf.get(member, ()):
+                raw_tf.setdefault(member, {})[term] = posting_tf(float(raw_score))
     recent = data.recent
-    pool = set(tf) | recent
-    if len(pool) <= keep_n:
-        return pool, []
-    estimate = _stage_one(pool, tf, created, df, n_docs, 0.0, config)
-    # ties (a common term, tf 1 everywhere) go to the most recently created
-    best = heapq.nlargest(keep_n, pool, key=lambda key: (estimate[key], created.get(key, 0.0), key))
-    chosen = set(best) | recent  # an unmatched query still ranks by recency
-    cut = sorted(((key, estimate[key]) for key in pool if key not in chosen),
-                 key=lambda pair: (-pair[1], pair[0])) if explain else []  # fmt: skip
-    return chosen, cut
+    if len(estimate) + len(recent) <= keep_n:
+        chosen_raw = set(raw_tf) | recent
+        cut_raw: list[tuple[bytes, float]] = []
+    else:
+        # ties (a common term, tf 1 everywhere) go to the most recently created
+        best = heapq.nlargest(keep_n, estimate, key=lambda m: (estimate[m], created[m], m))
+        chosen_raw = set(best) | recent  # an unmatched query still ranks by recency
+        cut_raw = sorted(((m, e) for m, e in estimate.items() if m not in chosen_raw),
+                         key=lambda pair: (-pair[1], pair[0])) if explain else []  # fmt: skip
+    for member in chosen_raw:
+        freqs = raw_tf.get(member)
+        if freqs:
+            tf[member.decode()] = freqs
+    return {m.decode() for m in chosen_raw}, [(m.decode(), e) for m, e in cut_raw]
 
 
 async def _from_filtered_set(
