@@ -1,0 +1,37 @@
+"""Telemetry configuration never breaks a service."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from zeromem.telemetry import TelemetryConfig, configure_telemetry
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # nothing listens here once the socket closes
+
+
+def test_an_unreachable_collector_costs_only_the_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    telemetry = configure_telemetry(TelemetryConfig("test"))
+    started = time.perf_counter()
+    for _ in range(1000):  # recording stays in memory: no call waits on the collector
+        telemetry.record_recall("acme", "agent", 10, 100, 0.001)
+    assert time.perf_counter() - started < 0.5
+    with telemetry.tracer.start_as_current_span("turn"):
+        pass
+
+
+def test_a_metrics_port_in_use_does_not_stop_the_service() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        telemetry = configure_telemetry(TelemetryConfig("test", metrics_port=port))
+        telemetry.record_recall("acme", "agent", 1, 2, 0.001)
