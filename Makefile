@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test test-unit demo bench-write bench-recall bench-quality lint schemas clean
+.PHONY: help install run test test-unit reliability demo bench-write bench-recall bench-quality lint schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ bench-recall: $(STAMP) ## recall p50/p99 at 1k, 10k, 100k in scope (1M stored) n
 
 bench-quality: $(STAMP) ## recall@k and tokens on a generated labelled dataset
 	$(BIN)/python bench/quality/run.py
+
+reliability: $(STAMP) ## crash, restart, contention, hostile-input and load scenarios, long versions
+	ZEROMEM_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability --timeout=1800
 
 lint: $(STAMP) ## ruff
 	$(BIN)/python -m ruff check schemas services tests bench

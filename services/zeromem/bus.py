@@ -24,6 +24,7 @@ from nats.js.errors import NotFoundError
 from redis.asyncio import Redis
 
 from zeromem import naming
+from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,31 @@ def dead_letter_stream_config() -> StreamConfig:
     )
 
 
+def change_stream_config(lifecycle: LifecycleSettings) -> StreamConfig:
+    """The change feed, retained for a while so a subscriber that was away resumes from
+    where it stopped (a position or a time) instead of missing what happened."""
+    return StreamConfig(
+        name=naming.CHANGE_STREAM,
+        subjects=[naming.CHANGE_SUBJECTS],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        discard=DiscardPolicy.OLD,
+        max_age=lifecycle.change_max_age_s or None,
+        max_bytes=lifecycle.change_max_bytes or None,
+    )
+
+
+def audit_stream_config(lifecycle: LifecycleSettings) -> StreamConfig:
+    return StreamConfig(
+        name=naming.AUDIT_STREAM,
+        subjects=[naming.AUDIT_SUBJECTS],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        discard=DiscardPolicy.OLD,
+        max_age=lifecycle.audit_max_age_s or None,
+    )
+
+
 def shard_consumer_config(settings: Settings, shard: int) -> ConsumerConfig:
     return ConsumerConfig(
         durable_name=naming.shard_consumer(shard),
@@ -119,10 +145,16 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
         await js.update_stream(config)
 
 
-async def provision(js: JetStreamContext, settings: Settings) -> None:
-    """Create (or update) the command and dead-letter streams and one consumer per shard."""
+async def provision(
+    js: JetStreamContext, settings: Settings, lifecycle: LifecycleSettings | None = None
+) -> None:
+    """Create (or update) the command, dead-letter, change and audit streams and one
+    consumer per shard."""
+    lifecycle = lifecycle or LifecycleSettings.from_env()
     await _ensure_stream(js, command_stream_config(settings))
     await _ensure_stream(js, dead_letter_stream_config())
+    await _ensure_stream(js, change_stream_config(lifecycle))
+    await _ensure_stream(js, audit_stream_config(lifecycle))
     for shard in range(settings.shards):
         config = shard_consumer_config(settings, shard)
         try:

@@ -30,7 +30,7 @@ class ReadServices:
     ) -> ReadServices:
         # logger=None: FastStream's per-message log line costs more than a read itself.
         broker = NatsBroker(settings.nats_url, logger=None, max_reconnect_attempts=-1)
-        register_query_handlers(broker, redis)
+        register_query_handlers(broker, redis, shards=settings.shards)
         recall = register_stats_handler(broker, redis, telemetry)
         await broker.start()
         nc = await connect_nats(settings, name="zeromem-recall")

@@ -1,15 +1,21 @@
 """The zeromem wire contract: commands, results, memory items and queries (msgpack)."""
 
+from zeromem.schemas.audit import REDACTED, AuditBatch, AuditEntry
 from zeromem.schemas.codec import DecodeError, decode, decode_command, decode_result, encode
 from zeromem.schemas.commands import (
     COMMAND_TYPES,
+    OWNER_COMMANDS,
     WIRE_VERSION,
+    Archive,
     Command,
     Delete,
     Expire,
     Feedback,
+    Forget,
     Patch,
     Put,
+    Restore,
+    Touch,
 )
 from zeromem.schemas.keys import KNOWN_NAMESPACES, InvalidKeyError, MemoryKey, owner_of
 from zeromem.schemas.memory import (
@@ -40,8 +46,13 @@ __all__ = [
     "COMMAND_TYPES",
     "CONTENT_MAX_CHARS",
     "KNOWN_NAMESPACES",
+    "OWNER_COMMANDS",
+    "REDACTED",
     "WIRE_VERSION",
     "Applied",
+    "Archive",
+    "AuditBatch",
+    "AuditEntry",
     "Candidate",
     "Command",
     "Conflict",
@@ -53,6 +64,7 @@ __all__ = [
     "Feedback",
     "FeedbackCounts",
     "FeedbackKind",
+    "Forget",
     "GetReply",
     "GetRequest",
     "InvalidKeyError",
@@ -68,9 +80,11 @@ __all__ = [
     "RecallScope",
     "RecalledMemory",
     "Rejected",
+    "Restore",
     "Result",
     "StatsReply",
     "StatsRequest",
+    "Touch",
     "UsageRow",
     "decode",
     "decode_command",

@@ -47,6 +47,12 @@ class Put(_Command, tag="put"):
     source: str | None = None
     confidence: Confidence = 1.0
     ttl_s: TtlSeconds | None = None
+    # Sliding expiry: every read through the query service pushes the expiry ``ttl_s``
+    # further (as a ``touch`` command in the log, so a rebuild reproduces it).
+    refresh_on_read: bool = False
+    # Sensitive: the memory's content and value never appear in the audit trail or a log
+    # line (the flag stays with the memory through patches).
+    sensitive: bool = False
 
 
 class Patch(_Command, tag="patch"):
@@ -64,9 +70,17 @@ class Delete(_Command, tag="delete"):
 
 
 class Expire(_Command, tag="expire"):
-    """Set a memory's time to live (seconds from now), or clear it with ``ttl_s=None``."""
+    """Set a memory's time to live (seconds from now), or clear it with ``ttl_s=None``.
+    ``refresh_on_read`` turns sliding expiry on or off (absent: unchanged)."""
 
     ttl_s: TtlSeconds | None = None
+    refresh_on_read: bool | None = None
+
+
+class Touch(_Command, tag="touch"):
+    """Push a sliding expiry to ``now + ttl_s`` (the query service sends it when a memory
+    with ``refresh_on_read`` is read). No version bump: a read never breaks an agent's
+    compare-and-set. A memory without sliding expiry is left as it is."""
 
 
 class Feedback(_Command, tag="feedback"):
@@ -75,5 +89,35 @@ class Feedback(_Command, tag="feedback"):
     kind: FeedbackKind = FeedbackKind.LIKED
 
 
-Command = Put | Patch | Delete | Expire | Feedback
-COMMAND_TYPES: tuple[type[_Command], ...] = (Put, Patch, Delete, Expire, Feedback)
+class Forget(_Command, tag="forget"):
+    """Delete, as one command, every memory of the owner in ``key`` (``task:t42``) that
+    matches: keys starting with ``prefix`` (a full key prefix such as ``task:t42:step``;
+    empty: all), last updated within [``since``, ``until``] (epoch seconds; absent: open).
+    Archived memories that match are dropped too. Applied atomically (one commit for the
+    whole owner) and in order with the owner's other commands."""
+
+    prefix: str = ""
+    since: float | None = None
+    until: float | None = None
+
+
+class Archive(_Command, tag="archive"):
+    """Move the owner's memories last updated before ``older_than`` (epoch seconds) into
+    the archive tier: out of every index (default recall skips them), kept in a compact
+    per-owner record that ``include_archived`` recall reads and ``restore`` brings back."""
+
+    older_than: float = 0.0
+    prefix: str = ""
+
+
+class Restore(_Command, tag="restore"):
+    """Bring an archived memory back (same content, value, tags, feedback and creation
+    time; the version continues past the archive's, so no old compare-and-set matches)."""
+
+
+Command = Put | Patch | Delete | Expire | Feedback | Touch | Forget | Archive | Restore
+COMMAND_TYPES: tuple[type[_Command], ...] = (
+    Put, Patch, Delete, Expire, Feedback, Touch, Forget, Archive, Restore
+)
+# Commands over a whole owner (``key`` names the owner, never a memory).
+OWNER_COMMANDS: tuple[type[_Command], ...] = (Forget, Archive)

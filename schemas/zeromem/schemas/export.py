@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from zeromem.schemas.audit import AuditBatch, AuditEntry
 from zeromem.schemas.commands import Command
 from zeromem.schemas.memory import MemoryItem
 from zeromem.schemas.queries import (
@@ -38,6 +39,8 @@ SCHEMAS: dict[str, Any] = {
     "dead_letter.v1.json": DeadLetter,
     "stats_request.v1.json": StatsRequest,
     "stats_reply.v1.json": StatsReply,
+    "audit_entry.v1.json": AuditEntry,
+    "audit_batch.v1.json": AuditBatch,
 }
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "json"

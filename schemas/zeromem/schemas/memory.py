@@ -56,3 +56,7 @@ class MemoryItem(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_d
     expires_at: Timestamp | None = None
     feedback: FeedbackCounts = FeedbackCounts()
     agent: str | None = None  # the agent whose command last changed it
+    ttl_s: float | None = None  # the time to live last set (sliding expiry extends by it)
+    refresh_on_read: bool = False  # sliding expiry: reads push expires_at out by ttl_s
+    sensitive: bool = False  # never in the audit trail or a log line (content, value)
+    archived_at: Timestamp | None = None  # set on the archive tier's copy only

@@ -78,6 +78,7 @@ class RecalledMemory(msgspec.Struct, frozen=True, omit_defaults=True):
     score: float
     tokens: int
     via: str = ""  # set when pulled in as a reference of another memory
+    archived: bool = False  # found in the archive tier (recall with include_archived)
 
 
 class Candidate(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -23,6 +23,8 @@ class Applied(_Result, tag="applied"):
     version: int = 0
     previous_version: int = 0
     item: MemoryItem | None = None  # the memory after the change; None after a delete
+    # forget / archive: the memories the command removed or moved (each got a new version)
+    keys: tuple[str, ...] = ()
 
 
 class Conflict(_Result, tag="conflict"):

@@ -163,6 +163,7 @@ def cmd_put(args: argparse.Namespace) -> int:
         receipt = await client.put(
             args.key, _parse_value(args.value), content=args.content, type=args.type,
             tags=args.tag or (), references=args.ref or (), ttl=args.ttl,
+            refresh_on_read=args.refresh_on_read, sensitive=args.sensitive,
             expected_version=args.expected_version, wait=args.wait,
         )  # fmt: skip
         return _print_receipt(args, receipt)
@@ -226,6 +227,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
             args.query, owners=args.owner or (), prefix=args.prefix, types=args.type or (),
             tags=args.tag or (), since=since, k=args.k, budget=args.budget,
             strategy=json.loads(args.strategy) if args.strategy else None, explain=args.explain,
+            include_archived=args.include_archived,
         )  # fmt: skip
         if args.json:
             import msgspec
@@ -324,6 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
     put.add_argument("--tag", action="append", help="a tag (repeatable)")
     put.add_argument("--ref", action="append", help="key of a related memory (repeatable)")
     put.add_argument("--ttl", type=float, help="seconds until it expires")
+    put.add_argument("--refresh-on-read", action="store_true",
+                     help="sliding expiry: every read pushes the expiry --ttl further")
+    put.add_argument("--sensitive", action="store_true",
+                     help="keep its content and value out of the audit trail and the logs")
     put.add_argument("--expected-version", type=int,
                      help="apply only at this version (0: only if the key does not exist)")
     put.add_argument("--wait", default="applied", choices=["none", "stored", "applied"],
@@ -355,6 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
     recall.add_argument("--budget", type=int, default=1500, help="token budget (default 1500)")
     recall.add_argument("--strategy", help='JSON, e.g. \'{"name": "no_decay"}\'')
     recall.add_argument("--explain", action="store_true", help="show every candidate's scores")
+    recall.add_argument("--include-archived", action="store_true",
+                        help="also search the archive tier")
     recall.set_defaults(func=cmd_recall)
 
     stats = client_parser("stats", "token savings per agent, with a chart",
@@ -369,6 +377,10 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--expected-version", type=int)
     delete.add_argument("--wait", default="applied", choices=["none", "stored", "applied"])
     delete.set_defaults(func=cmd_delete)
+
+    from zeromem.cli.lifecycle import add_lifecycle_parsers
+
+    add_lifecycle_parsers(sub, client_parser)
     return parser
 
 

@@ -3,6 +3,7 @@ so any number of replicas share the load)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -11,6 +12,9 @@ from faststream.nats import NatsBroker, NatsMessage, NatsResponse
 from redis.asyncio import Redis
 
 from zeromem import naming
+from zeromem.lifecycle.reads import ReadRecorder
+from zeromem.lifecycle.redact import Redactor, install_log_redaction
+from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.query.reads import get_items, list_keys
 from zeromem.recall.service import RecallService
 from zeromem.recall.usage import read_usage
@@ -19,11 +23,14 @@ from zeromem.schemas import (
     GetReply,
     GetRequest,
     ListRequest,
+    RecallReply,
+    RecallRequest,
     StatsReply,
     StatsRequest,
     decode,
     encode,
 )
+from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -39,8 +46,24 @@ def _tenant_of(subject: str) -> str:
     return subject.split(".")[2]
 
 
-def register_query_handlers(broker: NatsBroker, redis: Redis) -> None:
-    """Subscribe the get and list handlers on ``broker``."""
+def broker_publisher(broker: NatsBroker):  # type: ignore[no-untyped-def]
+    """A plain NATS publish on the broker's connection (FastStream's own publish adds
+    headers and per-message work a side-effect record does not need)."""
+
+    async def publish(subject: str, data: bytes, headers: dict[str, str] | None) -> None:
+        await broker.connection.publish(subject, data, headers=headers)  # type: ignore[union-attr]
+
+    return publish
+
+
+def register_query_handlers(broker: NatsBroker, redis: Redis, shards: int | None = None) -> None:
+    """Subscribe the get and list handlers on ``broker``. ``shards`` (the deployment's
+    shard count) is where a read sends the touch of a sliding expiry."""
+    if shards is None:
+        shards = Settings.from_env().shards
+    lifecycle = LifecycleSettings.from_env()
+    install_log_redaction(Redactor(lifecycle.sensitive_pattern))
+    recorder = ReadRecorder(broker_publisher(broker), shards)
 
     @broker.subscriber(naming.query_subject_all("get"), queue=naming.QUERY_QUEUE_GROUP)
     async def handle_get(msg: NatsMessage) -> NatsResponse:
@@ -51,6 +74,7 @@ def register_query_handlers(broker: NatsBroker, redis: Redis) -> None:
         if request.tenant != _tenant_of(msg.raw_message.subject):
             return error_response("bad_request", "tenant does not match the subject")
         (item,) = await get_items(redis, request.tenant, [request.key])
+        await recorder.after_read(request.tenant, request.reader, "get", (request.key,), (item,))
         return NatsResponse(encode(GetReply(found=item is not None, item=item)))
 
     @broker.subscriber(naming.query_subject_all("list"), queue=naming.QUERY_QUEUE_GROUP)
@@ -65,6 +89,8 @@ def register_query_handlers(broker: NatsBroker, redis: Redis) -> None:
             redis, request.tenant, request.prefix, request.cursor, request.limit,
             request.with_items,
         )  # fmt: skip
+        await recorder.after_read(request.tenant, request.reader, "list", reply.keys, reply.items,
+                                  {"prefix": request.prefix})  # fmt: skip
         return NatsResponse(encode(reply))
 
 
@@ -74,6 +100,19 @@ def register_stats_handler(
     """The stats query; returns the recall service whose usage ledger it reads (the recall
     subject itself is answered by ``recall.responder``, off FastStream, for latency)."""
     service = RecallService(redis, telemetry=telemetry)
+    shards = Settings.from_env().shards  # recall never slides an expiry: not used
+    recorder = ReadRecorder(broker_publisher(broker), shards)
+    pending: set[asyncio.Task[None]] = set()
+
+    def on_read(request: RecallRequest, reply: RecallReply) -> None:
+        # After the reply is built, off the recall's path: the audit record of the read.
+        task = asyncio.get_running_loop().create_task(recorder.after_read(
+            request.tenant, request.reader, "recall", (m.key for m in reply.memories),
+            detail={"query_terms": len(request.query.split())}))  # fmt: skip
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    service.on_read = on_read
 
     @broker.subscriber(naming.query_subject_all("stats"), queue=naming.QUERY_QUEUE_GROUP)
     async def handle_stats(msg: NatsMessage) -> NatsResponse:

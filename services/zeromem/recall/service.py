@@ -10,7 +10,7 @@ candidate with its scores and the reason it was kept or cut.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from redis.asyncio import Redis
 
@@ -92,6 +92,9 @@ class RecallService:
         self.config = config or RankingConfig()
         self.telemetry = telemetry or Telemetry()
         self.usage = UsageLedger(redis)
+        # Called with each answered recall (the read services set it: the audit record of
+        # the read, with the reader and the keys recalled). Must not block.
+        self.on_read: Callable[[RecallRequest, RecallReply], None] | None = None
 
     async def recall(self, request: RecallRequest) -> RecallReply:
         started = time.perf_counter()
@@ -103,6 +106,8 @@ class RecallService:
         if request.history_tokens:
             self.telemetry.history_tokens.add(request.history_tokens,
                                               attributes(request.tenant, request.reader))  # fmt: skip
+        if self.on_read is not None:
+            self.on_read(request, reply)
         return reply
 
     async def _recall(self, request: RecallRequest) -> RecallReply:
@@ -129,6 +134,18 @@ class RecallService:
             k=request.k, encoding=request.encoding, config=config, now=now,
             explain=request.explain,
         )  # fmt: skip
+        if request.include_archived:
+            # The archive tier is in no index: its records are read and analysed here.
+            from zeromem.lifecycle.archive_recall import archived_candidates
+
+            extra, archived = await archived_candidates(
+                self.redis, request.tenant, owners, query_terms, filters.admits,
+                request.encoding,
+            )  # fmt: skip
+            for features in extra:
+                if features.key not in gathered.items:  # a live memory shadows its archive
+                    gathered.features.append(features)
+                    gathered.items[features.key] = archived[features.key]
         ranking = score_candidates(gathered.features, query_terms, gathered.stats, now,
                                    self.config, strategy)  # fmt: skip
 
@@ -148,7 +165,7 @@ class RecallService:
                 key=item.key, content=item.content, type=item.type, created_at=item.created_at,
                 updated_at=item.updated_at, version=item.version,
                 score=round(scored.score, 6) if scored else 0.0, tokens=packed.tokens,
-                via=packed.via,
+                via=packed.via, archived=item.archived_at is not None,
             ))  # fmt: skip
         candidates: tuple[Candidate, ...] = ()
         if request.explain:

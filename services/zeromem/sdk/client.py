@@ -32,6 +32,8 @@ from zeromem.ids import new_command_id
 from zeromem.schemas import (
     CONTENT_MAX_CHARS,
     Applied,
+    Archive,
+    AuditEntry,
     Command,
     Conflict,
     Delete,
@@ -39,6 +41,7 @@ from zeromem.schemas import (
     Expire,
     Feedback,
     FeedbackKind,
+    Forget,
     GetReply,
     GetRequest,
     ListReply,
@@ -53,9 +56,11 @@ from zeromem.schemas import (
     RecallRequest,
     RecallScope,
     Rejected,
+    Restore,
     Result,
     StatsReply,
     StatsRequest,
+    Touch,
     decode,
     decode_result,
     encode,
@@ -66,6 +71,7 @@ from zeromem.sdk.errors import (
     ServiceUnavailableError,
     WaitTimeoutError,
 )
+from zeromem.sdk.feed import ChangeFeed
 from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -110,7 +116,8 @@ class Receipt:
 
 
 _MISSING: Any = object()
-_OPS = {Put: "put", Patch: "patch", Delete: "delete", Expire: "expire", Feedback: "feedback"}
+_OPS = {Put: "put", Patch: "patch", Delete: "delete", Expire: "expire", Feedback: "feedback",
+        Touch: "touch", Forget: "forget", Archive: "archive", Restore: "restore"}
 
 
 class MemoryClient:
@@ -205,9 +212,13 @@ class MemoryClient:
         ttl: float | None = None,
         expected_version: int | None = None,
         wait: Wait | str = Wait.NONE,
+        refresh_on_read: bool = False,
+        sensitive: bool = False,
     ) -> Receipt:
         """Create or replace the memory at ``key`` (``namespace:owner:name``); a key with
-        no name (``task:t42``) appends a new memory under a generated, time-ordered name."""
+        no name (``task:t42``) appends a new memory under a generated, time-ordered name.
+        ``refresh_on_read``: every read pushes the expiry ``ttl`` further (sliding TTL).
+        ``sensitive``: content and value never appear in the audit trail or a log line."""
         return await self.send(
             Put(
                 **self._envelope(key, expected_version),
@@ -219,6 +230,8 @@ class MemoryClient:
                 source=source,
                 confidence=confidence,
                 ttl_s=ttl,
+                refresh_on_read=refresh_on_read,
+                sensitive=sensitive,
             ),
             wait,
         )
@@ -252,9 +265,12 @@ class MemoryClient:
         *,
         expected_version: int | None = None,
         wait: Wait | str = Wait.NONE,
+        refresh_on_read: bool | None = None,
     ) -> Receipt:
-        """Let the memory live ``ttl`` more seconds; ``ttl=None`` keeps it forever."""
-        return await self.send(Expire(**self._envelope(key, expected_version), ttl_s=ttl), wait)
+        """Let the memory live ``ttl`` more seconds; ``ttl=None`` keeps it forever.
+        ``refresh_on_read`` turns sliding expiry on or off (``None``: unchanged)."""
+        return await self.send(Expire(**self._envelope(key, expected_version), ttl_s=ttl,
+                                      refresh_on_read=refresh_on_read), wait)  # fmt: skip
 
     async def feedback(
         self, key: str, kind: FeedbackKind | str, *, wait: Wait | str = Wait.NONE
@@ -263,6 +279,63 @@ class MemoryClient:
         return await self.send(
             Feedback(**self._envelope(key, None), kind=FeedbackKind(kind)), wait
         )
+
+    async def forget(
+        self,
+        owner: str,
+        *,
+        prefix: str = "",
+        since: float | None = None,
+        until: float | None = None,
+        last_seconds: float | None = None,
+        wait: Wait | str = Wait.APPLIED,
+    ) -> Receipt:
+        """Delete, as one command, the memories of ``owner`` (``session:s1``) whose key
+        starts with ``prefix`` and that were last updated within [since, until];
+        ``last_seconds=600`` is "the last ten minutes". Atomic for the owner and ordered
+        with its other commands; ``receipt.result.keys`` lists what was forgotten."""
+        if last_seconds is not None:
+            since = time.time() - last_seconds
+        return await self.send(Forget(**self._envelope(owner, None), prefix=prefix, since=since,
+                                      until=until), wait)  # fmt: skip
+
+    async def archive(
+        self, owner: str, *, older_than: float, prefix: str = "", wait: Wait | str = Wait.APPLIED
+    ) -> Receipt:
+        """Move the owner's memories last updated before ``older_than`` (epoch seconds)
+        to the archive tier; ``receipt.result.keys`` lists them."""
+        return await self.send(Archive(**self._envelope(owner, None), older_than=older_than,
+                                       prefix=prefix), wait)  # fmt: skip
+
+    async def restore(
+        self, key: str, *, expected_version: int | None = None, wait: Wait | str = Wait.APPLIED
+    ) -> Receipt:
+        """Bring an archived memory back (its version continues past the archive's)."""
+        return await self.send(Restore(**self._envelope(key, expected_version)), wait)
+
+    async def watch(
+        self,
+        scope: str,
+        *,
+        since_position: int | None = None,
+        since_time: float | None = None,
+        from_start: bool = False,
+    ) -> ChangeFeed:
+        """Subscribe to the changes of a scope (``task:t42:*``, ``user:u1``, ``task:*``):
+        only new ones by default; after ``since_position`` (an event's ``position``) or
+        from ``since_time`` to resume after a disconnect. Iterate it, or ``await
+        feed.next(timeout)``; ``await feed.close()`` when done."""
+        return await ChangeFeed(self.nc, self.tenant, scope, since_position=since_position,
+                                since_time=since_time, from_start=from_start).start()  # fmt: skip
+
+    async def audit(
+        self, *, key: str | None = None, agent: str | None = None, since: float | None = None
+    ) -> list[AuditEntry]:
+        """This tenant's audit trail, in order: every applied, conflicting and rejected
+        command and every read, filtered by key and / or agent (sensitive values redacted)."""
+        from zeromem.lifecycle.audit import read_audit
+
+        return await read_audit(self.nc, self.tenant, key=key, agent=agent, since=since)
 
     def _envelope(self, key: str, expected_version: int | None) -> dict[str, Any]:
         return {
@@ -278,7 +351,8 @@ class MemoryClient:
         """Publish any command (built by hand or by the helpers above)."""
         wait = Wait(wait)
         parsed = MemoryKey.parse(command.key)  # fail fast, in the agent, on a bad key
-        key = command.key if parsed.name else f"{command.key}:{command.id}"
+        owner_command = type(command) in (Forget, Archive)
+        key = command.key if parsed.name or owner_command else f"{command.key}:{command.id}"
         subject = naming.command_subject(
             command.tenant, naming.shard_for(command.tenant, parsed.owner, self.shards)
         )
@@ -382,6 +456,7 @@ class MemoryClient:
         strategy: dict[str, Any] | None = None,
         explain: bool = False,
         history_tokens: int = 0,
+        include_archived: bool = False,
     ) -> RecallReply:
         """The memories that matter for ``query`` within ``owners`` (e.g. ``user:u1``,
         ``task:t42``), ranked and packed into ``budget`` tokens. ``reply.context`` is the
@@ -393,7 +468,8 @@ class MemoryClient:
                             since=since, until=until)  # fmt: skip
         request = RecallRequest(tenant=self.tenant, reader=self.agent, query=query, scope=scope,
                                 k=k, budget=budget, encoding=encoding, strategy=strategy or {},
-                                explain=explain, history_tokens=history_tokens)  # fmt: skip
+                                explain=explain, history_tokens=history_tokens,
+                                include_archived=include_archived)  # fmt: skip
         return await self._request("recall", request, RecallReply)
 
     async def stats(self, since: float = 0.0, until: float = 0.0) -> StatsReply:

@@ -10,32 +10,46 @@
 --
 -- ARGV[1] lease key   ARGV[2] lease token ('' = unfenced)   ARGV[3] shard sequence hash
 -- ARGV[4] shard       ARGV[5] result ttl (s)                ARGV[6] tombstone ttl (ms)
+-- ARGV[8] '1': all or nothing (a forget or an archive over an owner): every guard is
+--         checked before anything is written, and one stale guard makes every decision
+--         of the call answer 'stale'
 -- ARGV[7] msgpack array of decisions (strings only: Redis's cmsgpack predates msgpack's
 -- binary type, so the encoded result and item are packed as msgpack raw strings, which
 -- Lua holds byte for byte), each an array:
---   1 item key   2 result key   3 stream sequence ('0' = none)   4 the result (msgpack)
+--   1 item key   2 result key ('' = record nothing: one memory of a forget / archive)
+--   3 stream sequence ('0' = none)   4 the result (msgpack)
 --   5 guarded ('1'/'0')   6 base version   7 base last command id
---   8 action: 'w' write, 't' tombstone, 'f' count feedback, '-' record the result only
+--   8 action: 'w' write, 't' tombstone, 'f' count feedback, '-' record the result only,
+--      'a' archive (a tombstone that stays, flagged ar=1: the memory is in the archive tier)
 --   9 new version   10 the item (msgpack; '' = none)   11 command id
 --   12 content changed ('1'/'0')
 --   13 feedback field   14 index operations: flat array of opcode, key, a, b
 --   15 clear the item's expiry on a write ('1'/'0'; only a tombstone has one)
+--   16 feedback coalesced into this one: flat array of result key, result; each one not
+--      recorded yet is recorded and counted with this one in a single increment
 
 if ARGV[2] ~= '' and redis.call('GET', ARGV[1]) ~= ARGV[2] then
   return 'fenced'
 end
 
+local function stale(d)
+  if d[5] == '1' then
+    local cur = redis.call('HMGET', d[1], 'v', 'lc')
+    return (cur[1] or '0') ~= d[6] or (cur[2] or '') ~= d[7]
+  end
+  return false
+end
+
 local function apply(d)
   local item_key = d[1]
-  local done = redis.call('GET', d[2])
-  if done then
-    return {'dup', done}
-  end
-  if d[5] == '1' then
-    local cur = redis.call('HMGET', item_key, 'v', 'lc')
-    if (cur[1] or '0') ~= d[6] or (cur[2] or '') ~= d[7] then
-      return 'stale'
+  if d[2] ~= '' then
+    local done = redis.call('GET', d[2])
+    if done then
+      return {'dup', done}
     end
+  end
+  if stale(d) then
+    return 'stale'
   end
 
   local action = d[8]
@@ -60,7 +74,18 @@ local function apply(d)
     if not data or data == '' then
       return 'stale'
     end
-    redis.call('HINCRBY', item_key, d[13], 1)
+    local count = 1
+    local followers = d[16]
+    for i = 1, #followers, 2 do
+      if not redis.call('GET', followers[i]) then
+        redis.call('SET', followers[i], followers[i + 1], 'EX', ARGV[5])
+        count = count + 1
+      end
+    end
+    redis.call('HINCRBY', item_key, d[13], count)
+  elseif action == 'a' then
+    redis.call('DEL', item_key)
+    redis.call('HSET', item_key, 'v', d[9], 'd', '', 'lc', d[11], 'ar', '1')
   end
 
   local ops = d[14]
@@ -72,23 +97,39 @@ local function apply(d)
     elseif op == 'sr' then redis.call('SREM', key, a)
     elseif op == 'hi' then redis.call('HINCRBY', key, a, b)
     elseif op == 'hs' then redis.call('HSET', key, a, b)
+    elseif op == 'hd' then redis.call('HDEL', key, a)
     end
   end
 
-  redis.call('SET', d[2], d[4], 'EX', ARGV[5])
+  if d[2] ~= '' then
+    redis.call('SET', d[2], d[4], 'EX', ARGV[5])
+  end
   return 'ok'
 end
 
+local decisions = cmsgpack.unpack(ARGV[7])
 local replies = {}
+if ARGV[8] == '1' then
+  for i, d in ipairs(decisions) do
+    if stale(d) then
+      for j = 1, #decisions do replies[j] = 'stale' end
+      return replies
+    end
+  end
+end
 local last_sequence = 0
-for i, d in ipairs(cmsgpack.unpack(ARGV[7])) do
+for i, d in ipairs(decisions) do
   replies[i] = apply(d)
   if replies[i] == 'ok' and tonumber(d[3]) > last_sequence then
     last_sequence = tonumber(d[3])
   end
 end
 if last_sequence > 0 then
-  -- the shard's position in the command stream, atomic with the applies above
-  redis.call('HSET', ARGV[3], ARGV[4], string.format('%d', last_sequence))
+  -- the shard's position in the command stream, atomic with the applies above; never
+  -- moved back (a tenant's rebuild replays older commands of a shard)
+  local current = tonumber(redis.call('HGET', ARGV[3], ARGV[4]) or '0')
+  if last_sequence > current then
+    redis.call('HSET', ARGV[3], ARGV[4], string.format('%d', last_sequence))
+  end
 end
 return replies

@@ -10,6 +10,7 @@ Nothing here does I/O, which keeps the rules testable without servers.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,31 +18,34 @@ from typing import Any
 import msgspec
 
 from zeromem import naming
-from zeromem.ids import new_command_id
 from zeromem.schemas import (
     Applied,
+    Archive,
     Command,
     Conflict,
     Delete,
     Expire,
     Feedback,
     FeedbackCounts,
+    Forget,
     MemoryItem,
     MemoryKey,
     MemoryType,
     Patch,
     Put,
     Rejected,
+    Restore,
     Result,
+    Touch,
 )
 from zeromem.worker.merge_patch import merge_patch
 
 # Redis index operations, flattened into the commit script's arguments.
-ZADD, ZREM, SADD, SREM, HINCRBY, HSET = "za", "zr", "sa", "sr", "hi", "hs"
+ZADD, ZREM, SADD, SREM, HINCRBY, HSET, HDEL = "za", "zr", "sa", "sr", "hi", "hs", "hd"
 IndexOp = tuple[str, str, Any, Any]
 
 # What the commit script does to the item hash.
-WRITE, TOMBSTONE, COUNT_FEEDBACK, NOTHING = "w", "t", "f", "-"
+WRITE, TOMBSTONE, COUNT_FEEDBACK, NOTHING, ARCHIVE = "w", "t", "f", "-", "a"
 
 REAPER_AGENT = "zeromem-reaper"  # the agent id recorded on expiries
 
@@ -70,6 +74,8 @@ class KeyState:
     item: MemoryItem | None = None
     last_command: str = ""
     feedback: FeedbackCounts = field(default_factory=FeedbackCounts)
+    archived: bool = False  # the key's memory sits in the archive tier
+    archived_item: MemoryItem | None = None  # read only for a restore
 
     def live(self, now: float) -> MemoryItem | None:
         item = self.item
@@ -96,6 +102,12 @@ class Outcome:
     clears_expiry: bool = True
     ops: list[IndexOp] = field(default_factory=list)
     feedback_field: str = ""
+    # False for the per-memory parts of a forget / archive: the command's result is
+    # recorded once, by its summary outcome, not once per memory it touched.
+    record: bool = True
+    # Feedback coalesced into this one (same key and kind, same batch): counted together
+    # in one increment, each still recorded under its own command id.
+    followers: list[Outcome] = field(default_factory=list)
 
 
 class Engine:
@@ -119,6 +131,8 @@ class Engine:
         # decoder validated has a name exactly when it has two: no need to parse it again.
         if key.count(":") == 2:
             return key
+        if type(command) in _OWNER_COMMANDS:
+            return key  # names the owner the command works over
         parsed = MemoryKey.parse(key)
         return key if parsed.name else f"{key}:{command.id}"
 
@@ -132,6 +146,8 @@ class Engine:
                        base_command=state.last_command)  # fmt: skip
         if isinstance(command, Feedback):
             return self._feedback(command, key, state, live, now, base)
+        if isinstance(command, Touch):
+            return self._touch(command, key, state, live, now, base)
 
         expected = command.expected_version
         if expected is not None:
@@ -144,8 +160,15 @@ class Engine:
                 )  # fmt: skip
                 return base
 
+        # A memory whose time has passed counts as reaped whether or not the reaper got to
+        # it yet: the reaper's tombstone takes a version, so a write after expiry takes
+        # the next one either way. That keeps versions a function of the command log alone
+        # (a rebuild replays the log without the reaper's timing).
+        next_version = state.version + (2 if expired else 1)
         if isinstance(command, Put):
-            new = self._put_item(command, key, live, state.version + 1, now)
+            new = self._put_item(command, key, live, next_version, now)
+        elif isinstance(command, Restore):
+            return self._restore(command, key, state, live, now, base)
         elif isinstance(command, (Patch, Expire)):
             if live is None:
                 base.result = self._rejected(command, key, now, "not_found: no memory at this key")
@@ -159,6 +182,9 @@ class Engine:
                     updated_at=now,
                     agent=command.agent,
                     expires_at=None if command.ttl_s is None else now + command.ttl_s,
+                    ttl_s=command.ttl_s,
+                    refresh_on_read=(live.refresh_on_read if command.refresh_on_read is None
+                                     else command.refresh_on_read) and command.ttl_s is not None,
                 )
             )
         elif isinstance(command, Delete):
@@ -169,6 +195,8 @@ class Engine:
         else:  # pragma: no cover - the decoder admits only the types above
             raise TypeError(f"unknown command {type(command).__name__}")
 
+        if expired:
+            state.feedback = FeedbackCounts()  # the expired memory's feedback went with it
         feedback = state.feedback
         item = new if new.feedback == feedback else msgspec.structs.replace(new, feedback=feedback)
         base.action = WRITE
@@ -177,6 +205,13 @@ class Engine:
         base.content_changed = stored is None or stored.content != new.content
         base.clears_expiry = stored is None and state.version > 0
         base.ops = self._write_ops(command.tenant, key, stored, new)
+        if expired:
+            item_key = redis_keys(command.tenant).item(key)
+            base.ops += [(HDEL, item_key, f, "") for f in FEEDBACK_FIELDS.values()]
+        if state.archived:
+            # a write replaces the archived memory, as it would replace a live one
+            base.ops += self._unarchive_ops(command.tenant, key)
+            state.archived = False
         base.result = Applied(
             command_id=command.id, tenant=command.tenant, key=key, op=_op(command),
             agent=command.agent, applied_at=now, version=new.version,
@@ -207,6 +242,9 @@ class Engine:
             confidence=command.confidence,
             expires_at=None if command.ttl_s is None else now + command.ttl_s,
             agent=command.agent,
+            ttl_s=command.ttl_s,
+            refresh_on_read=command.refresh_on_read and command.ttl_s is not None,
+            sensitive=command.sensitive,
         )
 
     def _patched_item(
@@ -235,11 +273,15 @@ class Engine:
         item = state.item
         if item is None or item.expires_at is None or item.expires_at > now:
             return None
-        command = Delete(id=f"exp-{new_command_id()}", tenant=tenant, agent=REAPER_AGENT,
-                         ts=now, key=key)  # fmt: skip
-        base = Outcome(command=command, key=key, result=self._rejected(command, key, now, ""),
+        # Named and timed after what expired, not after when the reaper came by: the same
+        # tombstone whenever it runs (a rebuild from the log reproduces it byte for byte).
+        at = item.expires_at
+        digest = hashlib.blake2b(f"{tenant}\x00{key}".encode(), digest_size=12).hexdigest()
+        command = Delete(id=f"exp-{state.version + 1}-{digest}", tenant=tenant,
+                         agent=REAPER_AGENT, ts=at, key=key)  # fmt: skip
+        base = Outcome(command=command, key=key, result=self._rejected(command, key, at, ""),
                        base_version=state.version, base_command=state.last_command)  # fmt: skip
-        return self._tombstone(command, key, state, now, base, "expired")
+        return self._tombstone(command, key, state, at, base, "expired")
 
     def _tombstone(
         self, command: Delete, key: str, state: KeyState, now: float, base: Outcome, op: str
@@ -285,6 +327,148 @@ class Engine:
             previous_version=state.version,
         )  # fmt: skip
         return base
+
+    def _touch(
+        self, command: Touch, key: str, state: KeyState, live: MemoryItem | None,
+        now: float, base: Outcome,
+    ) -> Outcome:  # fmt: skip
+        if live is None:
+            base.result = self._rejected(command, key, now, "not_found: no memory at this key")
+            return base
+        base.result = Applied(
+            command_id=command.id, tenant=command.tenant, key=key, op="touch",
+            agent=command.agent, applied_at=now, version=state.version,
+            previous_version=state.version,
+        )  # fmt: skip
+        ttl = live.ttl_s
+        if not live.refresh_on_read or ttl is None:
+            return base  # nothing slides: recorded, nothing changed
+        expires_at = now + ttl
+        if live.expires_at is not None and expires_at <= live.expires_at:
+            return base
+        item = msgspec.structs.replace(live, expires_at=expires_at)
+        keys = redis_keys(command.tenant)
+        base.action = WRITE
+        base.new_version = state.version  # a read must never break a compare-and-set
+        base.item = item
+        base.content_changed = False
+        base.clears_expiry = False
+        base.ops = [(ZADD, keys.expiring(), expires_at, key),
+                    (SADD, naming.EXPIRING_TENANTS_KEY, command.tenant, "")]  # fmt: skip
+        state.item, state.last_command = item, command.id
+        return base
+
+    def _restore(
+        self, command: Restore, key: str, state: KeyState, live: MemoryItem | None,
+        now: float, base: Outcome,
+    ) -> Outcome:  # fmt: skip
+        archived = state.archived_item if state.archived else None
+        if live is not None:
+            base.result = self._rejected(command, key, now, "exists: a live memory is at this key")
+            return base
+        if archived is None:
+            base.result = self._rejected(command, key, now,
+                                         "not_found: no archived memory at this key")  # fmt: skip
+            return base
+        version = max(state.version, archived.version) + 1
+        feedback = archived.feedback
+        new = msgspec.structs.replace(archived, version=version, updated_at=now,
+                                      archived_at=None, agent=command.agent,
+                                      feedback=FeedbackCounts())  # fmt: skip
+        item_key = redis_keys(command.tenant).item(key)
+        base.action = WRITE
+        base.new_version = version
+        base.item = msgspec.structs.replace(new, feedback=feedback)
+        base.content_changed = True
+        base.clears_expiry = True
+        base.ops = self._write_ops(command.tenant, key, None, new)
+        base.ops += self._unarchive_ops(command.tenant, key)
+        for kind, field_ in FEEDBACK_FIELDS.items():
+            count = getattr(feedback, kind)
+            if count:
+                base.ops.append((HSET, item_key, field_, count))
+        base.result = Applied(
+            command_id=command.id, tenant=command.tenant, key=key, op="restore",
+            agent=command.agent, applied_at=now, version=version, previous_version=0,
+            item=base.item,
+        )  # fmt: skip
+        state.version, state.item, state.last_command = version, new, command.id
+        state.feedback, state.archived, state.archived_item = feedback, False, None
+        return base
+
+    def _unarchive_ops(self, tenant: str, key: str) -> list[IndexOp]:
+        keys = redis_keys(tenant)
+        return [(HDEL, keys.archive(_owner(key)), key, ""), (HDEL, keys.item(key), "ar", "")]
+
+    # --- commands over a whole owner -------------------------------------------------------
+
+    def decide_owner(
+        self,
+        command: Forget | Archive,
+        states: dict[str, KeyState],
+        archived: dict[str, MemoryItem],
+        now: float,
+    ) -> list[Outcome]:
+        """Decide a forget or an archive over the memories the worker found for the owner
+        (``states``: candidate keys, ``archived``: the owner's archive tier). Returns one
+        outcome per memory touched, then the command's own (summary) outcome; the worker
+        commits them all in one atomic call."""
+        owner = command.key
+        op = _op(command)
+        summary = Outcome(command, owner, None, guarded=False)  # type: ignore[arg-type]
+        if owner.count(":") != 1:
+            summary.result = self._rejected(command, owner, now, "invalid: the key of a "
+                                            f"{op} names an owner (namespace:owner_id)")  # fmt: skip
+            return [summary]
+        prefix = command.prefix
+        if prefix and not (prefix + ":").startswith(owner + ":"):
+            summary.result = self._rejected(command, owner, now,
+                                            f"invalid: prefix {prefix!r} is outside {owner!r}")  # fmt: skip
+            return [summary]
+        tenant = command.tenant
+        keys = redis_keys(tenant)
+        outcomes: list[Outcome] = []
+        if isinstance(command, Forget):
+            for key in sorted(states):
+                state = states[key]
+                item = state.item
+                if item is None or not _matches(command, key, item.updated_at):
+                    continue
+                part = Outcome(command, key, None, base_version=state.version,  # type: ignore[arg-type]
+                               base_command=state.last_command, record=False)  # fmt: skip
+                outcomes.append(self._tombstone(command, key, state, now, part, "forget"))  # type: ignore[arg-type]
+            for key in sorted(archived):
+                if key in states and states[key].item is not None:
+                    continue  # a live memory shadows an archived one; handled above
+                item = archived[key]
+                if not _matches(command, key, item.updated_at):
+                    continue
+                state = states.get(key) or KeyState(version=item.version + 1)
+                part = Outcome(command, key, None, base_version=state.version,  # type: ignore[arg-type]
+                               base_command=state.last_command, record=False,
+                               action=TOMBSTONE, new_version=state.version + 1,
+                               ops=[(HDEL, keys.archive(owner), key, "")])  # fmt: skip
+                outcomes.append(part)
+        else:
+            for key in sorted(states):
+                state = states[key]
+                live = state.live(now)
+                if live is None or not key.startswith(prefix) or live.updated_at >= command.older_than:
+                    continue
+                part = Outcome(command, key, None, base_version=state.version,  # type: ignore[arg-type]
+                               base_command=state.last_command, record=False,
+                               action=ARCHIVE, new_version=state.version + 1)  # fmt: skip
+                record = msgspec.structs.replace(live, archived_at=now, feedback=state.feedback)
+                part.ops = self._delete_ops(tenant, key, live)
+                part.ops.append((HSET, keys.archive(owner), key, _ENCODE(record)))
+                outcomes.append(part)
+        summary.result = Applied(
+            command_id=command.id, tenant=tenant, key=owner, op=op, agent=command.agent,
+            applied_at=now, keys=tuple(part.key for part in outcomes),
+        )  # fmt: skip
+        for part in outcomes:
+            part.result = summary.result  # never recorded on its own (record=False)
+        return [*outcomes, summary]
 
     @staticmethod
     def _rejected(command: Command, key: str, now: float, reason: str) -> Rejected:
@@ -362,6 +546,18 @@ class Engine:
         stats = naming.RedisKeys(tenant).owner_stats(_owner(key))
         ops += [(HINCRBY, stats, f, d) for f, d in self._stats(old, doc, -1).items() if d]
         return ops
+
+
+_ENCODE = msgspec.msgpack.Encoder().encode
+_OWNER_COMMANDS = (Forget, Archive)
+
+
+def _matches(command: Forget, key: str, updated_at: float) -> bool:
+    if command.prefix and not key.startswith(command.prefix):
+        return False
+    if command.since is not None and updated_at < command.since:
+        return False
+    return not (command.until is not None and updated_at > command.until)
 
 
 def _same_index_shape(old: MemoryItem, new: MemoryItem) -> bool:

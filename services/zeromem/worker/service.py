@@ -29,13 +29,34 @@ from redis.exceptions import RedisError
 
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis, provision
-from zeromem.schemas import Command, DeadLetter, Rejected, Result, encode, owner_of
+from zeromem.lifecycle.audit import dead_letter_entry, write_entry
+from zeromem.lifecycle.redact import Redactor, install_log_redaction
+from zeromem.lifecycle.settings import LifecycleSettings
+from zeromem.schemas import (
+    Archive,
+    AuditBatch,
+    Command,
+    DeadLetter,
+    Forget,
+    MemoryItem,
+    Rejected,
+    Restore,
+    Result,
+    encode,
+    owner_of,
+)
 from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
-from zeromem.worker.engine import Engine, KeyState, Outcome
+from zeromem.worker.engine import COUNT_FEEDBACK, Engine, KeyState, Outcome, redis_keys
 from zeromem.worker.intake import Invalid, admit
 from zeromem.worker.pull import PullFeed
 from zeromem.worker.store import DUPLICATE, FENCED, OK, STALE, Store
+
+# Commands applied on their own, between the batch's other commands: a forget or an
+# archive reads the owner's memories as every earlier command left them; a restore reads
+# the archive tier. Rare, so the common batch path never pays for them.
+_SPECIAL = (Forget, Archive, Restore)
+_ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +86,9 @@ class WorkerStats:
     dead_lettered: int = 0
     duplicates: int = 0
     expired: int = 0
+    archived: int = 0
+    forgotten: int = 0
+    skipped: int = 0  # at or below the shard's recorded sequence, with no stored result
     batches: int = 0
     by_op: dict[str, int] = field(default_factory=dict)
 
@@ -88,8 +112,17 @@ class WorkerService:
         redis: Redis,
         engine: Engine | None = None,
         telemetry: Telemetry | None = None,
+        lifecycle: LifecycleSettings | None = None,
+        replay: bool = False,
     ) -> None:
         self.settings = settings
+        self.lifecycle = lifecycle or LifecycleSettings.from_env()
+        self.redactor = Redactor(self.lifecycle.sensitive_pattern)
+        # replay (``zeromem rebuild``): apply only; no results, change feed or audit
+        self.replay = replay
+        # per shard: the last command-stream sequence Redis had applied when this worker
+        # took the shard; a command at or below it is never applied again
+        self._floors: dict[int, int] = {}
         self.telemetry = telemetry or Telemetry()
         # Outcomes of the batch each shard is processing, flushed to the metrics once per
         # batch. Per shard: shards run concurrently, each one batch at a time.
@@ -117,7 +150,8 @@ class WorkerService:
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> WorkerService:
-        await provision(self.js, self.settings)
+        install_log_redaction(self.redactor)
+        await provision(self.js, self.settings, self.lifecycle)
         try:
             self.engine.warm_up()
         except Exception:  # only an optimisation: the first command would load it anyway
@@ -127,6 +161,8 @@ class WorkerService:
             for shard in self.shards
         ]
         self._tasks.append(asyncio.create_task(self._run_reaper(), name="reaper"))
+        if self.lifecycle.archive_after_days > 0:
+            self._tasks.append(asyncio.create_task(self._run_archiver(), name="archiver"))
         self._tasks.append(asyncio.create_task(self._report_lag(), name="lag"))
         return self
 
@@ -198,6 +234,7 @@ class WorkerService:
         keeper = asyncio.create_task(self._keep_lease(shard))
         try:
             await self._await_redeliveries(shard)
+            await self.load_floor(shard)
             while not self._stopping.is_set():
                 if keeper.done():
                     keeper.result()  # raises LeaseLostError
@@ -227,6 +264,13 @@ class WorkerService:
                      "for their redelivery", shard, info.num_ack_pending,
                      self.settings.ack_wait_s)  # fmt: skip
             await asyncio.sleep(self.settings.ack_wait_s + 0.5)
+
+    async def load_floor(self, shard: int) -> int:
+        """Read the shard's last applied stream sequence (after taking its lease: a
+        rebuild may have moved it while another process held the shard)."""
+        raw = await self.redis.hget(naming.shard_sequence_key(), str(shard))
+        self._floors[shard] = int(raw or 0)
+        return self._floors[shard]
 
     async def _process_until_done(self, shard: int, msgs: list[Msg]) -> None:
         delay = 0.05
@@ -266,18 +310,68 @@ class WorkerService:
                 continue
             admitted.append(_Admitted(msg, verdict, resolve_key(verdict), seq, ts))  # type: ignore[arg-type]
 
-        if dead:
+        if dead and not self.replay:  # a replay's dead letters are on the stream already
             await self._dead_letter(shard, dead)
         started_ns = time.time_ns()
         self._tallies[shard] = Counter()
         results = await self._apply(shard, admitted)
         self.stats.batches += 1
+        if self.replay:
+            self._tallies.pop(shard, None)
+            return
+        # The audit record goes out first and is awaited after the results are published:
+        # its round trip overlaps theirs, and the batch is acked only once it is stored.
+        audit_acks = await self._publish_audit(shard, admitted, results)
         await self._publish_results(shard, admitted, results)
+        if audit_acks:
+            await asyncio.gather(*audit_acks)
         if msgs:
             await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
         self._record_batch(len(msgs), admitted, results, started_ns, self._tallies.pop(shard))
 
-    async def _apply(self, shard: int, batch: list[_Admitted]) -> list[Result]:
+    async def _publish_audit(
+        self, shard: int, batch: list[_Admitted], results: list[Result | None]
+    ) -> list[asyncio.Future[object]]:
+        """One audit message per tenant in the batch (nearly always one): every applied,
+        conflicting and rejected command, redacted."""
+        redactor = self.redactor
+        by_tenant: dict[str, list[object]] = {}
+        for item, result in zip(batch, results, strict=True):
+            if result is None:
+                continue
+            entries = by_tenant.get(item.command.tenant)
+            if entries is None:
+                entries = by_tenant[item.command.tenant] = []
+            entries.append(write_entry(item.command, item.sequence, result, redactor))
+        acks = []
+        for tenant, entries in by_tenant.items():
+            acks.append(await self.js.publish_async(
+                naming.audit_write_subject(tenant, shard),
+                _encode(AuditBatch(entries=tuple(entries))),  # type: ignore[arg-type]
+            ))  # fmt: skip
+        return acks
+
+    async def _apply(self, shard: int, batch: list[_Admitted]) -> list[Result | None]:
+        """Each command's result, in order (``None``: already applied before this worker
+        took the shard, its result no longer stored; nothing to report)."""
+        special = _SPECIAL
+        if not any(type(a.command) in special for a in batch):
+            return await self._apply_plain(shard, batch)
+        results: list[Result | None] = []
+        segment: list[_Admitted] = []
+        for admitted in batch:
+            if type(admitted.command) in special:
+                if segment:
+                    results += await self._apply_plain(shard, segment)
+                    segment = []
+                results.append(await self._apply_special(shard, admitted))
+            else:
+                segment.append(admitted)
+        if segment:
+            results += await self._apply_plain(shard, segment)
+        return results
+
+    async def _apply_plain(self, shard: int, batch: list[_Admitted]) -> list[Result | None]:
         results: list[Result | None] = [None] * len(batch)
         todo = list(range(len(batch)))
         for _attempt in range(20):
@@ -286,7 +380,7 @@ class WorkerService:
             todo = await self._apply_round(shard, batch, todo, results)
         if todo:
             raise RedisError(f"{len(todo)} commands stayed stale after 20 rounds")
-        return [r for r in results if r is not None]
+        return results
 
     async def _apply_round(
         self, shard: int, batch: list[_Admitted], todo: list[int], results: list[Result | None]
@@ -311,12 +405,19 @@ class WorkerService:
         outcomes: list[Outcome] = []
         committed_at: list[int] = []
         decide = self.engine.decide
+        floor = self._floors.get(shard, 0)
+        feedback_seen = False
         for i, ident, stored in zip(todo, idents, done, strict=True):
             item = batch[i]
             if stored is not None:  # a redelivery: answer with the original result
                 results[i] = stored
                 self.stats.duplicates += 1
                 tally[(stored.tenant, stored.op, "duplicate")] += 1
+                continue
+            if item.sequence <= floor:
+                # Applied before (Redis recorded the shard's position past it) and its
+                # result has expired since: apply nothing twice, report nothing.
+                self.stats.skipped += 1
                 continue
             state = live_states[ident]
             try:
@@ -333,6 +434,12 @@ class WorkerService:
                 )  # fmt: skip
             outcomes.append(outcome)
             committed_at.append(i)
+            if outcome.action is COUNT_FEEDBACK:
+                feedback_seen = True
+
+        followed: dict[int, list[int]] = {}
+        if feedback_seen:
+            outcomes, committed_at, followed = _coalesce_feedback(outcomes, committed_at)
 
         replies = await self.store.commit(
             outcomes,
@@ -346,8 +453,16 @@ class WorkerService:
             if reply.status == OK and not stale_keys:  # the common case, first
                 results[i] = outcome.result
                 self._count(outcome.result, tally)
+                if outcome.followers:
+                    for j, follower in zip(followed[i], outcome.followers, strict=True):
+                        results[j] = follower.result
+                        self._count(follower.result, tally)
                 continue
             ident = (outcome.command.tenant, outcome.key)
+            if outcome.followers and (reply.status != OK or ident in stale_keys):
+                # A coalesced increment whose leader is redone: each follower is decided
+                # again on its own (one that did get recorded is found as a duplicate).
+                redo += followed[i]
             if reply.status == FENCED:
                 raise LeaseLostError(shard)
             if reply.status == STALE or ident in stale_keys:
@@ -363,7 +478,85 @@ class WorkerService:
             elif reply.status == OK:
                 results[i] = outcome.result
                 self._count(outcome.result, tally)
-        return sorted(redo)
+                for j, follower in zip(followed.get(i, ()), outcome.followers, strict=True):
+                    results[j] = follower.result  # counted and recorded with it
+                    self._count(follower.result, tally)
+        return sorted(set(redo))
+
+    # --- forget, archive, restore ----------------------------------------------------------
+
+    async def _apply_special(self, shard: int, item: _Admitted) -> Result | None:
+        """A forget or archive (over an owner, committed all or nothing in one call), or a
+        restore (which reads the archive tier). Retried on a race with the reaper."""
+        command = item.command
+        tenant = command.tenant
+        keys = redis_keys(tenant)
+        tally = self._tallies.setdefault(shard, Counter())
+        for _attempt in range(20):
+            _, done = await self.store.read([], [(tenant, command.id)])
+            if done[0] is not None:
+                self.stats.duplicates += 1
+                return done[0]
+            if item.sequence <= self._floors.get(shard, 0):
+                self.stats.skipped += 1
+                return None
+            if type(command) is Restore:
+                states, _ = await self.store.read([(tenant, item.key)], [])
+                state = states[0]
+                if state.archived:
+                    blob = await self.redis.hget(keys.archive(owner_of(item.key)), item.key)
+                    state.archived_item = _ITEM_DECODER.decode(blob) if blob else None
+                outcomes = [self.engine.decide(command, item.key, state, item.timestamp)]
+            else:
+                outcomes = await self._decide_owner(command, item.timestamp)  # type: ignore[arg-type]
+            sequences = [0] * (len(outcomes) - 1) + [item.sequence]
+            replies = await self.store.commit(outcomes, shard=shard, sequences=sequences,
+                                              lease_token=self.token, atomic=True)  # fmt: skip
+            last = replies[-1]
+            if last.status == FENCED:
+                raise LeaseLostError(shard)
+            if last.status == DUPLICATE:
+                self.stats.duplicates += 1
+                return last.stored_result
+            if last.status == OK:
+                result = outcomes[-1].result
+                self._count(result, tally)
+                touched = len(outcomes) - 1
+                if type(command) is Archive and touched:
+                    self.stats.archived += touched
+                    self.telemetry.memories_archived.add(touched, {"zeromem.tenant": tenant})
+                    self.telemetry.memories_stored.add(-touched, {"zeromem.tenant": tenant})
+                elif type(command) is Forget and touched:
+                    self.stats.forgotten += touched
+                return result
+            # stale: the reaper changed one of the memories; decide again on what is there
+        raise RedisError(f"command {command.id} stayed stale after 20 rounds")
+
+    async def _decide_owner(self, command: Forget | Archive, now: float) -> list[Outcome]:
+        tenant, owner = command.tenant, command.key
+        keys = redis_keys(tenant)
+        if owner.count(":") != 1:
+            return self.engine.decide_owner(command, {}, {}, now)
+        if type(command) is Forget:
+            low = "-inf" if command.since is None else repr(command.since)
+            high = "+inf" if command.until is None else repr(command.until)
+        else:
+            low, high = "-inf", f"({command.older_than!r}"
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zrangebyscore(keys.by_time(owner), low, high)
+            if type(command) is Forget:
+                pipe.hgetall(keys.archive(owner))
+            replies = await pipe.execute()
+        prefix = command.prefix
+        candidates = [k.decode() for k in replies[0]]
+        archived: dict[str, MemoryItem] = {}
+        if type(command) is Forget:
+            archived = {k.decode(): _ITEM_DECODER.decode(v) for k, v in replies[1].items()
+                        if k.decode().startswith(prefix)}  # fmt: skip
+        wanted = sorted({k for k in (*candidates, *archived) if k.startswith(prefix)})
+        states, _ = await self.store.read([(tenant, k) for k in wanted], [])
+        return self.engine.decide_owner(command, dict(zip(wanted, states, strict=True)),
+                                        archived, now)  # fmt: skip
 
     # --- expiry --------------------------------------------------------------------------
 
@@ -412,12 +605,30 @@ class WorkerService:
                         self.stats.expired += 1
                         self.telemetry.memories_expired.add(1, {"zeromem.tenant": tenant})
                         self.telemetry.memories_stored.add(-1, {"zeromem.tenant": tenant})
+                        if self.replay:
+                            continue  # reproduced by a rebuild: announced the first time
                         namespace, owner_id, _ = outcome.key.split(":", 2)
                         await self.nc.publish(
                             naming.change_subject(tenant, shard, namespace, owner_id),
                             encode(outcome.result),
                         )
         return reaped
+
+    # --- the archive schedule ----------------------------------------------------------------
+
+    async def _run_archiver(self) -> None:
+        from zeromem.lifecycle.archive import schedule_archive
+
+        while not self._stopping.is_set():
+            try:
+                cutoff = time.time() - self.lifecycle.archive_after_days * 86400
+                sent = await schedule_archive(self.nc, self.redis, self.settings, cutoff,
+                                              shards=set(self.owned))  # fmt: skip
+                if sent:
+                    log.info("archiver: %d archive commands published", sent)
+            except Exception:
+                log.exception("archiver failed; will retry")
+            await asyncio.sleep(self.lifecycle.archive_interval_s)
 
     def _count(self, result: Result, tally: Counter[tuple[str, str, str]]) -> None:
         status = type(result).__name__
@@ -439,7 +650,7 @@ class WorkerService:
     # --- telemetry -----------------------------------------------------------------------
 
     def _record_batch(
-        self, size: int, batch: list[_Admitted], results: list[Result], started_ns: int,
+        self, size: int, batch: list[_Admitted], results: list[Result | None], started_ns: int,
         tally: Counter[tuple[str, str, str]],
     ) -> None:
         """Metrics once per batch (a counter per outcome, not per command), and a span per
@@ -464,7 +675,7 @@ class WorkerService:
             t.apply_duration.record(max(0.0, now - item.command.ts),
                                     {"zeromem.tenant": item.command.tenant})  # fmt: skip
             headers = item.msg.headers
-            if headers and "traceparent" in headers:
+            if headers and "traceparent" in headers and result is not None:
                 span = tracer.start_span(
                     "process zm.cmd", context=propagate.extract(headers), kind=SpanKind.CONSUMER,
                     start_time=started_ns,
@@ -486,14 +697,16 @@ class WorkerService:
             await asyncio.sleep(5.0)
 
     async def _publish_results(
-        self, shard: int, batch: list[_Admitted], results: list[Result]
+        self, shard: int, batch: list[_Admitted], results: list[Result | None]
     ) -> None:
         publish = self.nc.publish
         change_subject = naming.change_subject
         reply_header = naming.REPLY_HEADER
         for item, result in zip(batch, results, strict=True):
+            if result is None:
+                continue
             data = _encode(result)
-            namespace, owner_id, _ = item.key.split(":", 2)
+            namespace, owner_id = item.key.split(":", 2)[:2]
             await publish(change_subject(item.command.tenant, shard, namespace, owner_id), data)
             headers = item.msg.headers
             if headers and (reply_to := headers.get(reply_header)):
@@ -517,6 +730,16 @@ class WorkerService:
             headers = msg.headers
             if headers and (reply_to := headers.get(naming.REPLY_HEADER)):
                 await self.nc.publish(reply_to, encode(_rejection(msg, reason)))
+        by_tenant: dict[str, list[object]] = {}
+        for msg, reason, seq in dead:
+            tenant = naming.tenant_of_command_subject(msg.subject)
+            by_tenant.setdefault(tenant, []).append(
+                dead_letter_entry(tenant, msg.subject, reason, seq, self.redactor))
+        for tenant, entries in by_tenant.items():
+            acks.append(await self.js.publish_async(
+                naming.audit_write_subject(tenant, shard),
+                encode(AuditBatch(entries=tuple(entries))),  # type: ignore[arg-type]
+            ))  # fmt: skip
         await asyncio.gather(*acks)  # stored before the originals are acked: nothing is lost
         self.stats.dead_lettered += len(dead)
         for msg, _reason, _seq in dead:
@@ -525,6 +748,37 @@ class WorkerService:
 
 
 _NO_STATE = KeyState()  # a placeholder while the batch's keys are collected
+
+
+def _coalesce_feedback(
+    outcomes: list[Outcome], committed_at: list[int]
+) -> tuple[list[Outcome], list[int], dict[int, list[int]]]:
+    """Fold each run of feedback of one kind on one key into its first outcome: one
+    increment by the run's length instead of one per command (each command's result is
+    still recorded under its id). A run ends at any other outcome for the same key, so a
+    count never moves across the write or delete it was decided around."""
+    kept: list[Outcome] = []
+    kept_at: list[int] = []
+    followed: dict[int, list[int]] = {}
+    open_runs: dict[tuple[str, str, str], int] = {}  # (tenant, key, field) -> index in kept
+    for outcome, i in zip(outcomes, committed_at, strict=True):
+        tenant = outcome.command.tenant
+        if outcome.action is COUNT_FEEDBACK:
+            run = (tenant, outcome.key, outcome.feedback_field)
+            leader = open_runs.get(run)
+            if leader is not None:
+                kept[leader].followers.append(outcome)
+                followed.setdefault(kept_at[leader], []).append(i)
+                continue
+            open_runs[run] = len(kept)
+        elif open_runs:
+            for run in [r for r in open_runs if r[0] == tenant and r[1] == outcome.key]:
+                del open_runs[run]
+        kept.append(outcome)
+        kept_at.append(i)
+    return kept, kept_at, followed
+
+
 _encode = msgspec.msgpack.Encoder().encode  # schemas.encode's bytes, one call less
 
 

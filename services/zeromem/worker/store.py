@@ -31,7 +31,7 @@ _NO_FEEDBACK = FeedbackCounts()
 _COMMIT_LUA = resources.files("zeromem.worker").joinpath("commit.lua").read_text()
 # One call instead of a pipeline of commands: at a few hundred commands a batch, packing
 # each command's arguments in redis-py cost more than Redis spent answering them.
-ITEM_FIELDS = ("v", "d", "lc", "fl", "fd", "fi")
+ITEM_FIELDS = ("v", "d", "lc", "fl", "fd", "fi", "ar")
 _READ_LUA = """
 local n = tonumber(ARGV[1])
 local out = {}
@@ -48,11 +48,12 @@ OK, DUPLICATE, STALE, FENCED = "ok", "dup", "stale", "fenced"
 
 
 def decode_item_hash(fields: Sequence[bytes | None]) -> KeyState:
-    """``HMGET item v d lc fl fd fi`` -> KeyState."""
-    version, data, last, liked, disliked, important = fields
-    feedback = FeedbackCounts(int(liked or 0), int(disliked or 0), int(important or 0))
+    """``HMGET item v d lc fl fd fi ar`` -> KeyState."""
+    version, data, last, liked, disliked, important, archived = fields
+    feedback = (FeedbackCounts(int(liked or 0), int(disliked or 0), int(important or 0))
+                if liked or disliked or important else _NO_FEEDBACK)  # fmt: skip
     item = _ITEM_DECODER.decode(data) if data else None
-    return KeyState(int(version or 0), item, (last or b"").decode(), feedback)
+    return KeyState(int(version or 0), item, (last or b"").decode(), feedback, archived == b"1")
 
 
 
@@ -93,6 +94,7 @@ class Store:
         shard: int,
         sequences: Sequence[int],
         lease_token: str,
+        atomic: bool = False,
     ) -> list[CommitReply]:
         """Commit decided outcomes in order, in one script call (one round trip and one
         argument, whatever the batch size: packing arguments one by one was the worker's
@@ -109,18 +111,23 @@ class Store:
                 result = msgspec.structs.replace(result, item=None)
             item = outcome.item
             ops = outcome.ops
+            followers = outcome.followers
             decisions.append((
-                keys.item(outcome.key), keys.command(command.id), str(sequence),
+                keys.item(outcome.key), keys.command(command.id) if outcome.record else "",
+                str(sequence),
                 _ENCODE(result), "1" if outcome.guarded else "0", str(outcome.base_version),
                 outcome.base_command, outcome.action, str(outcome.new_version),
                 "" if item is None else _ENCODE(_stored_form(item)),
                 command.id, "1" if outcome.content_changed else "0", outcome.feedback_field,
                 _flat_ops(ops) if ops else (),
                 "1" if outcome.clears_expiry else "0",
+                [x for f in followers for x in (keys.command(f.command.id), _ENCODE(f.result))]
+                if followers else (),
             ))  # fmt: skip
         replies = await self._commit(
             args=[naming.shard_lease_key(shard), lease_token, naming.shard_sequence_key(), shard,
-                  self.result_ttl_s, self.tombstone_ttl_ms, _PACK(decisions)],
+                  self.result_ttl_s, self.tombstone_ttl_ms, _PACK(decisions),
+                  "1" if atomic else "0"],
         )  # fmt: skip
         if replies == b"fenced":
             return [CommitReply(FENCED)] * len(outcomes)
@@ -133,9 +140,9 @@ class Store:
         return out
 
 
-def _flat_ops(ops: Sequence[tuple[str, str, object, object]]) -> list[str]:
+def _flat_ops(ops: Sequence[tuple[str, str, object, object]]) -> list[str | bytes]:
     # Opcode and key are always strings already; only the operands may need converting.
-    flat: list[str] = []
+    flat: list[str | bytes] = []
     for op, key, a, b in ops:
         flat += (op, key, a if type(a) is str else _arg(a),
                  b if type(b) is str else _arg(b))  # fmt: skip
@@ -145,7 +152,10 @@ def _flat_ops(ops: Sequence[tuple[str, str, object, object]]) -> list[str]:
 def _arg(value: object) -> str:
     # Every argument travels as a string so scores keep their exact value (Lua numbers
     # would be reformatted on the way into Redis).
-    return value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
+    # Bytes (an archived memory's record) travel as they are: msgpack raw, a Lua string.
+    if isinstance(value, (str, bytes)):
+        return value  # type: ignore[return-value]
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def _stored_form(item: MemoryItem) -> MemoryItem:

@@ -1,0 +1,107 @@
+"""Two agents cooperating on one task's status, with compare-and-set and a change feed.
+
+    zeromem up                                 # in one shell
+    python examples/cooperating_agents.py      # in another, same directory
+
+Alice and Bob both work on task t42. Each step is a read-modify-write of
+``task:t42:status``: read it (with its version), append the step, write it back with
+``expected_version``. On the first step they race on purpose: both read version 1, both
+write; exactly one wins, the other gets a ``conflict`` carrying the current version,
+re-reads and retries on top of the winner's change. Nothing is lost, nothing is applied
+twice. A planner watches ``task:t42:*`` through the change feed; halfway through it
+disconnects, and resumes from the position of the last event it saw: it misses nothing
+and sees nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from zeromem.sdk import MemoryClient
+
+KEY = "task:t42:status"
+STEPS = 5
+
+
+@dataclass
+class DemoReport:
+    final: dict[str, object] = field(default_factory=dict)
+    version: int = 0
+    conflicts: dict[str, int] = field(default_factory=dict)
+    planner_events: list[tuple[int, str, str, int]] = field(default_factory=list)
+    resumed_at: int = 0
+
+
+async def _agent(memory: MemoryClient, race: asyncio.Barrier, report: DemoReport,
+                 say: Callable[[str], None]) -> None:  # fmt: skip
+    name = memory.agent
+    report.conflicts[name] = 0
+    for step in range(STEPS):
+        while True:
+            current = await memory.get(KEY)
+            if step == 0 and report.conflicts[name] == 0:
+                await race.wait()  # both hold version 1 now: one of the writes must lose
+            status = dict(current.value)
+            status["steps_done"] = [*status["steps_done"], f"{name}:{step}"]
+            receipt = await memory.put(KEY, status, content=f"t42: {len(status['steps_done'])} steps done",
+                                       type="task_state", expected_version=current.version,
+                                       wait="applied")  # fmt: skip
+            if receipt.status == "applied":
+                say(f"{name:>5}: step {step} applied at version {receipt.version}")
+                break
+            report.conflicts[name] += 1
+            say(f"{name:>5}: conflict (expected {current.version}, now "
+                f"{receipt.current_version}); re-reading and retrying")  # fmt: skip
+
+
+async def run_demo(
+    nats_url: str | None = None, *, tenant: str | None = None, shards: int | None = None,
+    say: Callable[[str], None] = print,
+) -> DemoReport:  # fmt: skip
+    tenant = tenant or f"demo-{uuid.uuid4().hex[:8]}"
+    report = DemoReport()
+    async with await MemoryClient.connect(nats_url, tenant=tenant, agent="planner",
+                                          shards=shards) as planner:  # fmt: skip
+        feed = await planner.watch("task:t42:*")
+        created = await planner.put(KEY, {"state": "open", "steps_done": []}, expected_version=0,
+                                    type="task_state", wait="applied")  # fmt: skip
+        say(f"planner: created {KEY} at version {created.version}")
+        alice = MemoryClient(planner.nc, tenant=tenant, agent="alice", shards=planner.shards)
+        bob = MemoryClient(planner.nc, tenant=tenant, agent="bob", shards=planner.shards)
+        race = asyncio.Barrier(2)
+        agents = asyncio.gather(_agent(alice, race, report, say), _agent(bob, race, report, say))
+
+        expected_events = 1 + 2 * STEPS  # the creation and every applied step
+        seen: list[tuple[int, str, str, int]] = []
+
+        async def watch(feed, until: int) -> None:  # type: ignore[no-untyped-def]
+            while sum(status == "applied" for _, _, status, _ in seen) < until:
+                event = await feed.next(timeout=10)
+                seen.append((event.position, event.result.agent, event.status, event.version))
+                say(f"planner sees #{event.position}: {event.result.agent} {event.op} "
+                    f"{event.status} v{event.version}")  # fmt: skip
+
+        await watch(feed, 4)
+        report.resumed_at = feed.position
+        await feed.close()  # the planner goes away; the agents carry on
+        say(f"planner: disconnected after position {report.resumed_at}")
+        await asyncio.sleep(0.2)
+        feed = await planner.watch("task:t42:*", since_position=report.resumed_at)
+        say("planner: resumed")
+        await watch(feed, expected_events)
+        await agents
+        await feed.close()
+        final = await planner.get(KEY)
+        report.final, report.version = final.value, final.version
+        report.planner_events = seen
+    say(f"final version {report.version}: {len(report.final['steps_done'])} steps, "  # type: ignore[arg-type]
+        f"conflicts {report.conflicts}")
+    return report
+
+
+if __name__ == "__main__":
+    asyncio.run(run_demo(sys.argv[1] if len(sys.argv) > 1 else None))

@@ -1,0 +1,59 @@
+"""Recall over the archive tier (``include_archived``).
+
+Archived memories are in no index: that is what makes the tier cheap. A recall that asks
+for them reads each owner's archive record (one hash per owner), analyses the contents
+the way the workers analyse live memories, and adds those that pass the filters to the
+candidates. Cold by design; bounded per owner so an enormous archive cannot stall a read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+from redis.asyncio import Redis
+
+from zeromem import naming
+from zeromem.recall.ranking import CandidateFeatures
+from zeromem.recall.text import doc_length, index_terms
+from zeromem.recall.tokens import count_tokens
+from zeromem.schemas import MemoryItem, MemoryKey
+
+ARCHIVE_SCAN_LIMIT = 5000  # archived memories read per owner at most, per recall
+
+_DECODER = msgspec.msgpack.Decoder(MemoryItem)
+
+
+async def archived_candidates(
+    redis: Redis,
+    tenant: str,
+    owners: Sequence[str],
+    query_terms: Sequence[str],
+    admits,  # type: ignore[no-untyped-def]  # Filters.admits
+    encoding: str,
+) -> tuple[list[CandidateFeatures], dict[str, MemoryItem]]:
+    keys = naming.RedisKeys(tenant)
+    features: list[CandidateFeatures] = []
+    items: dict[str, MemoryItem] = {}
+    wanted = set(query_terms)
+    for owner in owners:
+        records: dict[bytes, bytes] = {}
+        async for field, value in redis.hscan_iter(keys.archive(owner), count=500):
+            records[field] = value
+            if len(records) >= ARCHIVE_SCAN_LIMIT:
+                break
+        for value in records.values():
+            item = _DECODER.decode(value)
+            if not admits(item):
+                continue
+            tf = index_terms(item.content, MemoryKey.parse(item.key).name, item.tags)
+            matched = {t: f for t, f in tf.items() if t in wanted}
+            if wanted and not matched:
+                continue
+            fb = item.feedback
+            features.append(CandidateFeatures(
+                item.key, item.updated_at, doc_length(tf), matched, fb.liked, fb.disliked,
+                fb.important, item.type.value, item.tags, count_tokens(item.content, encoding),
+            ))  # fmt: skip
+            items[item.key] = item
+    return features, items

@@ -1,0 +1,170 @@
+"""Building and reading the audit trail (stream ``ZM_AUDIT``).
+
+The workers call ``write_entries`` once per batch and publish one ``AuditBatch`` per
+tenant in it; the read services publish one entry per read. ``read_audit`` replays a
+tenant's records in order (``zeromem audit``), dropping the repeats a redelivered batch
+causes (the same command id audited twice).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from nats.js.api import DeliverPolicy
+
+from zeromem import naming
+from zeromem.lifecycle.redact import Redactor
+from zeromem.schemas import (
+    REDACTED,
+    Applied,
+    Archive,
+    AuditBatch,
+    AuditEntry,
+    Command,
+    Conflict,
+    Forget,
+    Patch,
+    Put,
+    Rejected,
+    Result,
+    decode,
+)
+
+
+def write_entry(command: Command, seq: int, result: Result, redactor: Redactor) -> AuditEntry:
+    """One audited command: who, what, when, the result, versions before and after, and
+    a redacted summary of the change (never a sensitive memory's content or value)."""
+    before = after = 0
+    reason = ""
+    keys: tuple[str, ...] = ()
+    status = "applied"
+    if type(result) is Applied:
+        before, after, keys = result.previous_version, result.version, result.keys
+    elif type(result) is Conflict:
+        status, before, after = "conflict", result.current_version, result.current_version
+        reason = f"expected version {result.expected_version}"
+    elif type(result) is Rejected:
+        status, reason = "rejected", redactor.text(result.reason)
+    return AuditEntry(
+        kind="write", at=result.applied_at, tenant=result.tenant, agent=command.agent,
+        op=result.op, key=result.key, status=status, command_id=command.id, seq=seq,
+        version_before=before, version_after=after, reason=reason, keys=keys,
+        detail=_detail(command, result, redactor),
+    )  # fmt: skip
+
+
+def _detail(command: Command, result: Result, redactor: Redactor) -> dict[str, Any]:
+    applied = type(result) is Applied
+    item = result.item if applied else None  # type: ignore[union-attr]
+    if type(command) is Put:
+        sensitive = command.sensitive or (item is not None and item.sensitive)
+        hidden = sensitive or redactor.key_is_sensitive(result.key)
+        return {"type": command.type.value,
+                "content": REDACTED if hidden else (item.content if item else command.content)}  # fmt: skip
+    if type(command) is Patch:
+        names = sorted(command.patch) if isinstance(command.patch, dict) else []
+        if not applied or item is None or item.sensitive or redactor.key_is_sensitive(result.key):
+            # A refused patch's memory may be sensitive; only field names are certain to be safe.
+            return {"fields": names}
+        return {"fields": names, "patch": redactor.value(command.patch)}
+    if type(command) is Forget:
+        return {k: v for k, v in (("prefix", command.prefix), ("since", command.since),
+                                  ("until", command.until)) if v}  # fmt: skip
+    if type(command) is Archive:
+        return {"older_than": command.older_than, **({"prefix": command.prefix} if command.prefix else {})}
+    return {}
+
+
+def read_entry(tenant: str, reader: str, op: str, keys: Iterable[str], detail: dict[str, Any] | None = None) -> AuditEntry:
+    return AuditEntry(kind="read", at=time.time(), tenant=tenant, agent=reader, op=op,
+                      status="read", keys=tuple(keys), detail=detail or {})  # fmt: skip
+
+
+def dead_letter_entry(tenant: str, subject: str, reason: str, seq: int, redactor: Redactor) -> AuditEntry:
+    return AuditEntry(kind="dead_letter", at=time.time(), tenant=tenant, status="dead_letter",
+                      seq=seq, reason=redactor.text(reason[:300]), detail={"subject": subject})  # fmt: skip
+
+
+async def read_audit(
+    nc: NatsClient,
+    tenant: str,
+    *,
+    key: str | None = None,
+    agent: str | None = None,
+    since: float | None = None,
+    limit: int | None = None,
+    idle_timeout: float = 2.0,
+) -> list[AuditEntry]:
+    """The tenant's audit records in stream order, filtered. A key matches an entry about
+    it, a read of it, and a forget / archive that touched it."""
+    js = nc.jetstream()
+    subject = naming.audit_tenant_subject(tenant)
+    try:
+        info = await js.stream_info(naming.AUDIT_STREAM)
+    except Exception:
+        return []
+    last = info.state.last_seq
+    if not last:
+        return []
+    kwargs: dict[str, Any] = {"deliver_policy": DeliverPolicy.ALL}
+    if since is not None:
+        from datetime import UTC, datetime
+
+        kwargs = {"deliver_policy": DeliverPolicy.BY_START_TIME,
+                  "opt_start_time": datetime.fromtimestamp(since, UTC).isoformat()}  # fmt: skip
+    sub = await js.subscribe(subject, ordered_consumer=True, **_config(kwargs))
+    out: list[AuditEntry] = []
+    seen: set[tuple[str, str]] = set()
+    try:
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=idle_timeout)
+            except TimeoutError:
+                break
+            except Exception as exc:  # nats' own timeout type
+                if "Timeout" in type(exc).__name__:
+                    break
+                raise
+            entries = decode(msg.data, AuditBatch).entries
+            for entry in entries:
+                if entry.kind == "write":
+                    ident = (entry.command_id, entry.status)
+                    if ident in seen:
+                        continue
+                    seen.add(ident)
+                if _matches(entry, key, agent):
+                    out.append(entry)
+            meta = msg.metadata
+            if meta.sequence.stream >= last or meta.num_pending == 0:
+                break
+            if limit is not None and len(out) >= limit:
+                break
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+    return out[-limit:] if limit else out
+
+
+def _config(kwargs: dict[str, Any]) -> dict[str, Any]:
+    from nats.js.api import ConsumerConfig
+
+    return {"config": ConsumerConfig(**kwargs)}
+
+
+def _matches(entry: AuditEntry, key: str | None, agent: str | None) -> bool:
+    if agent is not None and entry.agent != agent:
+        return False
+    if key is None:
+        return True
+    return entry.key == key or key in entry.keys
+
+
+def audit_batches(entries: Sequence[AuditEntry]) -> dict[str, list[AuditEntry]]:
+    by_tenant: dict[str, list[AuditEntry]] = {}
+    for entry in entries:
+        by_tenant.setdefault(entry.tenant, []).append(entry)
+    return by_tenant

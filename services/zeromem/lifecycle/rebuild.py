@@ -1,0 +1,171 @@
+"""``zeromem rebuild``: reconstruct Redis from the retained command stream.
+
+Redis holds a view of the log. To rebuild it (after Redis lost its data, or to repair a
+tenant), this takes every shard's lease away from the running workers (the commit script
+fences them from that moment), clears the state being rebuilt, and replays the command
+stream through the workers' own code path (admission, decisions, the commit script) in
+stream order. Every memory is stamped with its command's JetStream timestamp, never the
+clock, so the replay decides exactly what the workers decided the first time. The commit
+records each shard's last applied sequence atomically with the apply (``zm:shard-seq``);
+when the leases are released the workers read it and skip what the rebuild applied, so
+nothing is applied twice. Finally memories whose time to live passed are reaped, with
+the same tombstones the reaper made before (named after what expired).
+
+What is not derived from the log is kept: the leases, and recall's usage ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nats.aio.client import Client as NatsClient
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from redis.asyncio import Redis
+
+from zeromem import naming
+from zeromem.settings import Settings
+from zeromem.worker.pull import PullFeed
+
+log = logging.getLogger(__name__)
+
+REPLAY_BATCH = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildReport:
+    tenant: str  # "" for everything
+    commands: int  # messages replayed
+    applied: int
+    conflicts: int
+    rejected: int
+    reaped: int
+    last_sequence: int
+    seconds: float
+
+
+_RELEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+async def _clear(redis: Redis, tenant: str | None) -> int:
+    """Delete the state a rebuild reconstructs; keep leases and usage ledgers."""
+    pattern = naming.RedisKeys(tenant).tenant_pattern() if tenant else "zm:*"
+    lease_prefix = naming.shard_lease_key(0).rsplit(":", 1)[0] + ":"
+    removed = 0
+    batch: list[bytes] = []
+    async for raw in redis.scan_iter(match=pattern, count=2000):
+        name = raw.decode()
+        if name.startswith(lease_prefix) or ":usage:" in name:
+            continue
+        batch.append(raw)
+        if len(batch) >= 1000:
+            removed += await redis.unlink(*batch)
+            batch = []
+    if batch:
+        removed += await redis.unlink(*batch)
+    return removed
+
+
+async def rebuild(
+    settings: Settings,
+    *,
+    tenant: str | None = None,
+    nc: NatsClient | None = None,
+    redis: Redis | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> RebuildReport:
+    """Rebuild ``tenant``'s state (or everything) from the command stream. ``progress``
+    is called with (messages replayed, messages to replay)."""
+    from zeromem.bus import connect_nats, connect_redis
+    from zeromem.worker.service import WorkerService, stream_position
+
+    started = time.perf_counter()
+    own_nc, own_redis = nc is None, redis is None
+    nc = nc or await connect_nats(settings, name="zeromem-rebuild")
+    redis = redis or connect_redis(settings)
+    js = nc.jetstream()
+    token = f"rebuild-{uuid.uuid4().hex}"
+    shards = list(range(settings.shards))
+    ttl_ms = int(settings.lease_ttl_s * 1000)
+    worker = WorkerService(settings, shards, nc=nc, redis=redis, replay=True)
+    worker.token = token
+    worker.owned = set(shards)
+    consumer = f"zm-rebuild-{uuid.uuid4().hex[:12]}"
+
+    async def hold_leases() -> None:
+        while True:
+            async with redis.pipeline(transaction=False) as pipe:
+                for shard in shards:  # taken from any worker holding it: fenced from now on
+                    pipe.set(naming.shard_lease_key(shard), token, px=ttl_ms)
+                await pipe.execute()
+            await asyncio.sleep(settings.lease_ttl_s / 3)
+
+    keeper = asyncio.create_task(hold_leases())
+    feed: PullFeed | None = None
+    replayed = 0
+    try:
+        await asyncio.sleep(0)  # the first lease write goes out before anything else
+        info = await js.stream_info(naming.COMMAND_STREAM)
+        last = info.state.last_seq
+        total = info.state.messages
+        if tenant:
+            filtered = await js.stream_info(naming.COMMAND_STREAM,
+                                            subjects_filter=naming.command_tenant_subject(tenant))
+            total = sum((filtered.state.subjects or {}).values())
+        await _clear(redis, tenant)
+        if last:
+            await js.add_consumer(naming.COMMAND_STREAM, ConsumerConfig(
+                name=consumer, deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE,
+                filter_subject=naming.command_tenant_subject(tenant) if tenant
+                else naming.COMMAND_SUBJECTS,
+                inactive_threshold=60.0, mem_storage=True,
+            ))  # fmt: skip
+            feed = await PullFeed(nc, naming.COMMAND_STREAM, consumer).start()
+            position = 0
+            while position < last:
+                try:
+                    msgs = await feed.fetch(REPLAY_BATCH, timeout=2.0)
+                except TimeoutError:
+                    break  # nothing more within the filter
+                by_shard: dict[int, list] = {}
+                for msg in msgs:
+                    shard = int(msg.subject.rsplit(".", 1)[1])
+                    position = stream_position(msg.reply)[0]
+                    if position > last:
+                        break  # published after the rebuild began: the workers apply it
+                    by_shard.setdefault(shard, []).append(msg)
+                # Shards are independent (an owner lives in one): each is applied in order.
+                for shard, shard_msgs in by_shard.items():
+                    await worker.process(shard % settings.shards, shard_msgs)
+                    replayed += len(shard_msgs)
+                if progress is not None:
+                    progress(replayed, total)
+        reaped = await worker.reap_expired(limit=1_000_000)
+    finally:
+        keeper.cancel()
+        with contextlib.suppress(BaseException):
+            await keeper
+        if feed is not None:
+            with contextlib.suppress(Exception):
+                await feed.stop()
+        with contextlib.suppress(Exception):
+            await js.delete_consumer(naming.COMMAND_STREAM, consumer)
+        release = redis.register_script(_RELEASE_LUA)
+        for shard in shards:
+            with contextlib.suppress(Exception):
+                await release(keys=[naming.shard_lease_key(shard)], args=[token])
+        if own_nc:
+            await nc.drain()
+        if own_redis:
+            await redis.aclose()
+    stats = worker.stats
+    return RebuildReport(tenant or "", replayed, stats.applied, stats.conflicts, stats.rejected,
+                         reaped, last, time.perf_counter() - started)  # fmt: skip

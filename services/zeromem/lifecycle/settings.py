@@ -1,0 +1,38 @@
+"""Lifecycle settings, from the environment like ``zeromem.settings.Settings``
+(``ZEROMEM_SENSITIVE_PATTERN``, ``ZEROMEM_ARCHIVE_AFTER_DAYS``, ...)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Any
+
+# Key names and value fields that hold secrets unless a deployment says otherwise.
+DEFAULT_SENSITIVE_PATTERN = (
+    r"(?i)(password|passwd|passphrase|secret|token|api[_-]?key|credential|ssn|private[_-]?key)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleSettings:
+    # A memory whose key name matches, or a value field whose name matches, is redacted in
+    # the audit trail and in log lines (as is every memory put with ``sensitive=True``).
+    sensitive_pattern: str = DEFAULT_SENSITIVE_PATTERN
+    archive_after_days: float = 0.0  # 0: the workers schedule no archiving
+    archive_interval_s: float = 3600.0
+    audit_max_age_s: float = 90 * 24 * 3600.0  # how long the audit stream keeps records
+    change_max_age_s: float = 7 * 24 * 3600.0  # how far back a change feed can resume
+    # ... and how much of it is kept at most (events carry the memory: a busy fleet would
+    # otherwise fill the disk within the age limit); the oldest events go first.
+    change_max_bytes: int = 1 << 30
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> LifecycleSettings:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get("ZEROMEM_" + f.name.upper())
+            if raw is not None:
+                values[f.name] = type(getattr(cls(), f.name))(raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)

@@ -1,0 +1,61 @@
+"""A comparable picture of the Redis state the command log determines.
+
+Every memory hash, index, statistic, archive record, command result and shard position,
+as plain Python values, so two states compare with ``==`` (a rebuild's check). Leases and
+recall's usage ledger are not derived from the log and are left out, as are Redis's own
+key expiries (a tombstone's expiry counts from when it was written).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis.asyncio import Redis
+
+from zeromem import naming
+
+
+async def snapshot(redis: Redis, tenant: str | None = None) -> dict[str, Any]:
+    pattern = naming.RedisKeys(tenant).tenant_pattern() if tenant else "zm:*"
+    lease_prefix = naming.shard_lease_key(0).rsplit(":", 1)[0] + ":"
+    names = sorted({raw async for raw in redis.scan_iter(match=pattern, count=5000)})
+    names = [n for n in names if not n.decode().startswith(lease_prefix) and b":usage:" not in n]
+    if tenant is None:
+        names += [k.encode() for k in (naming.shard_sequence_key(),) if await redis.exists(k)]
+    out: dict[str, Any] = {}
+    for start in range(0, len(names), 1000):
+        chunk = names[start : start + 1000]
+        async with redis.pipeline(transaction=False) as pipe:
+            for name in chunk:
+                pipe.type(name)
+            types = await pipe.execute()
+        async with redis.pipeline(transaction=False) as pipe:
+            for name, kind in zip(chunk, types, strict=True):
+                kind = kind.decode() if isinstance(kind, bytes) else kind
+                if kind == "hash":
+                    pipe.hgetall(name)
+                elif kind == "zset":
+                    pipe.zrange(name, 0, -1, withscores=True)
+                elif kind == "set":
+                    pipe.smembers(name)
+                elif kind == "string":
+                    pipe.get(name)
+                else:
+                    pipe.type(name)
+            values = await pipe.execute()
+        for name, value in zip(chunk, values, strict=True):
+            if isinstance(value, set) or isinstance(value, list):
+                value = sorted(value)
+            out[name.decode()] = value
+    return out
+
+
+def differences(before: dict[str, Any], after: dict[str, Any], limit: int = 10) -> list[str]:
+    """Readable differences between two snapshots (empty when identical)."""
+    out = []
+    for name in sorted(set(before) | set(after)):
+        if before.get(name) != after.get(name):
+            out.append(f"{name}: {before.get(name)!r:.200} != {after.get(name)!r:.200}")
+            if len(out) >= limit:
+                break
+    return out

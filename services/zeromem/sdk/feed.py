@@ -1,0 +1,147 @@
+"""The change feed, as an agent subscribes to it: ``MemoryClient.watch("task:t42:*")``.
+
+Every applied, conflicting or rejected command is published by the worker on
+``zm.chg.{tenant}.{shard}.{namespace}.{owner}`` and retained by the ``ZM_CHANGES``
+stream, so a subscriber that went away resumes exactly where it stopped: each event
+carries its ``position`` (the change stream's sequence), and ``watch(...,
+since_position=p)`` delivers everything after it, in order. ``since_time`` resumes from a
+moment instead. Events repeated by the log itself (a worker that crashed between apply
+and acknowledgement publishes its results again) are dropped by command id, so a
+subscriber sees each change once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from zeromem import naming
+from zeromem.schemas import Applied, Conflict, Result, decode_result
+
+_SEEN_LIMIT = 65536  # command ids remembered for dropping repeats
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEvent:
+    position: int  # resume after this event with ``since_position=position``
+    time: float  # when the change was published
+    result: Result
+
+    @property
+    def key(self) -> str:
+        return self.result.key
+
+    @property
+    def op(self) -> str:
+        return self.result.op
+
+    @property
+    def status(self) -> str:
+        return {Applied: "applied", Conflict: "conflict"}.get(type(self.result), "rejected")
+
+    @property
+    def version(self) -> int:
+        result = self.result
+        return result.version if isinstance(result, Applied) else 0
+
+
+def parse_scope(scope: str) -> tuple[str, str, str]:
+    """``task:t42:*`` -> (``task``, ``t42``, key prefix ``task:t42:``); ``task:*`` -> every
+    task owner; ``task:t42:step*`` -> keys starting with ``task:t42:step``."""
+    glob = scope.endswith("*")
+    base = scope[:-1] if glob else scope
+    parts = base.split(":", 2)
+    namespace = parts[0] or "*"
+    owner_id = parts[1] if len(parts) > 1 and parts[1] else "*"
+    if owner_id == "*":
+        return namespace, "*", f"{namespace}:" if namespace != "*" else ""
+    prefix = base if len(parts) > 2 or glob else f"{namespace}:{owner_id}"
+    return namespace, owner_id, prefix
+
+
+class ChangeFeed:
+    def __init__(
+        self,
+        nc: NatsClient,
+        tenant: str,
+        scope: str,
+        *,
+        since_position: int | None = None,
+        since_time: float | None = None,
+        from_start: bool = False,
+    ) -> None:
+        self.nc = nc
+        self.tenant = tenant
+        self.scope = scope
+        self.namespace, self.owner_id, self.prefix = parse_scope(scope)
+        self.position = since_position or 0
+        self._since_time = since_time
+        self._from_start = from_start
+        self._sub: Any = None
+        self._seen: OrderedDict[str, None] = OrderedDict()
+
+    async def start(self) -> ChangeFeed:
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.NEW)
+        if self.position:
+            config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                                    opt_start_seq=self.position + 1)  # fmt: skip
+        elif self._since_time is not None:
+            config = ConsumerConfig(
+                deliver_policy=DeliverPolicy.BY_START_TIME,
+                opt_start_time=datetime.fromtimestamp(self._since_time, UTC).isoformat(),
+            )
+        elif self._from_start:
+            config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+        subject = naming.change_watch_subject(self.tenant, self.namespace, self.owner_id)
+        self._sub = await self.nc.jetstream().subscribe(
+            subject, stream=naming.CHANGE_STREAM, ordered_consumer=True, config=config
+        )
+        return self
+
+    async def next(self, timeout: float | None = None) -> ChangeEvent:
+        """The next change in scope; ``TimeoutError`` if none came within ``timeout``."""
+        while True:
+            try:
+                msg = await self._sub.next_msg(timeout=timeout)
+            except Exception as exc:
+                if "Timeout" in type(exc).__name__:
+                    raise TimeoutError from None
+                raise
+            meta = msg.metadata
+            self.position = meta.sequence.stream
+            result = decode_result(msg.data)
+            if self.prefix and not (result.key + ":").startswith(self.prefix) \
+                    and not result.key.startswith(self.prefix):  # fmt: skip
+                if not any(k.startswith(self.prefix) for k in getattr(result, "keys", ())):
+                    continue
+            ident = f"{result.command_id}|{type(result).__name__}"
+            if ident in self._seen:
+                continue
+            self._seen[ident] = None
+            if len(self._seen) > _SEEN_LIMIT:
+                self._seen.popitem(last=False)
+            return ChangeEvent(self.position, meta.timestamp.timestamp(), result)
+
+    def __aiter__(self) -> ChangeFeed:
+        return self
+
+    async def __anext__(self) -> ChangeEvent:
+        return await self.next()
+
+    async def close(self) -> None:
+        if self._sub is not None:
+            sub, self._sub = self._sub, None
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def __aenter__(self) -> ChangeFeed:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

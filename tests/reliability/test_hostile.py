@@ -1,0 +1,197 @@
+"""Hostile input: thousands of generated bad messages (random bytes, truncated msgpack,
+wrong types, huge values, deep nesting, odd key characters, tenant and shard mismatches)
+interleaved with valid commands. No crash; each bad one dead-lettered with a reason; each
+valid one applied."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import msgspec
+import nats
+import pytest
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from tests.reliability.cluster import Cluster, scale
+from tests.reliability.history import Report, summarize, wait_idle
+from zeromem import naming
+from zeromem.bus import connect_redis
+from zeromem.ids import new_command_id
+from zeromem.schemas import DeadLetter, Put, decode, encode
+
+_pack = msgspec.msgpack.encode
+
+
+def _base(rng: random.Random, tenant: str, owner: str) -> dict[str, object]:
+    return {"op": "put", "id": new_command_id(), "tenant": tenant, "agent": "fuzz",
+            "ts": time.time(), "key": f"{owner}:k{rng.randrange(4)}",
+            "value": rng.random()}
+
+
+def _nested(depth: int) -> bytes:
+    return b"\x91" * depth + b"\xc0"  # [[[...[nil]...]]] as raw msgpack
+
+
+# Each generator returns (family, payload) for a message that the contract rejects, given
+# the tenant and the owner whose shard the message is published to.
+Gen = Callable[[random.Random, str, str], tuple[str, bytes]]
+
+
+def random_bytes(rng: random.Random, tenant: str, owner: str) -> tuple[str, bytes]:
+    data = rng.randbytes(rng.randrange(0, 300))
+    # a stray valid msgpack map header would still fail validation; only the empty map and
+    # a few scalars could decode as something else, and none of them is a command
+    return "random_bytes", data
+
+
+def truncated(rng: random.Random, tenant: str, owner: str) -> tuple[str, bytes]:
+    full = _pack(_base(rng, tenant, owner))
+    return "truncated", full[: rng.randrange(1, len(full) - 1)]
+
+
+def wrong_type(rng: random.Random, tenant: str, owner: str) -> tuple[str, bytes]:
+    msg = _base(rng, tenant, owner)
+    field, bad = rng.choice([
+        ("ts", "yesterday"), ("id", 12345), ("agent", None), ("expected_version", -1),
+        ("expected_version", "3"), ("tags", "not-a-list"), ("confidence", 7.5),
+        ("op", "explode"), ("type", "nonsense"), ("ttl_s", -4), ("v", 2),
+        ("content", "x" * 201), ("key", 42), ("unknown_field", 1), ("tenant", ["a"]),
+    ])  # fmt: skip
+    msg[field] = bad
+    return "wrong_type", _pack(msg)
+
+
+def huge_value(rng: random.Random, tenant: str, owner: str) -> tuple[str, bytes]:
+    msg = _base(rng, tenant, owner)
+    msg["value"] = "v" * (64 * 1024 + rng.randrange(1, 200_000))
+    return "huge_value", _pack(msg)
+
+
+def deep_nesting(rng: random.Random, tenant: str, owner: str) -> tuple[str, bytes]:
+    msg = _base(rng, tenant, owner)
+    msg["value"] = msgspec.Raw(_nested(rng.randrange(2_000, 60_000)))
+    return "deep_nesting", _pack(msg)
+
+
+def odd_key(rng: random.Random, tenant: str, owner: str) -> tuple[str, bytes]:
+    msg = _base(rng, tenant, owner)
+    ns, oid = owner.split(":")
+    msg["key"] = rng.choice([
+        f"{owner}:na me", f"{owner}:k\x00", f"{owner}:", f"{ns}::{oid}", f"{owner}:a:b",
+        f"{owner}:ключ\u202e", f"{owner}:" + "k" * 600, f"{owner}:*>", "",  # "\n": xfail below
+        f"{ns}", f"{owner}:k,{rng.randrange(99)}", f"{owner}:k#",
+    ])  # fmt: skip
+    return "odd_key", _pack(msg)
+
+
+def tenant_mismatch(rng: random.Random, tenant: str, owner: str) -> tuple[str, bytes]:
+    msg = _base(rng, tenant, owner)
+    msg["tenant"] = f"{tenant}x"
+    return "tenant_mismatch", _pack(msg)
+
+
+def not_a_map(rng: random.Random, tenant: str, owner: str) -> tuple[str, bytes]:
+    return "not_a_map", _pack(rng.choice([[1, 2, 3], "put", 42, None, {"op": 1}, {}]))
+
+
+GENERATORS: list[Gen] = [random_bytes, truncated, wrong_type, huge_value, deep_nesting, odd_key,
+                         tenant_mismatch, not_a_map]  # fmt: skip
+
+
+async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, tenant: str) -> None:
+    workers = await cluster.start_services(workers=2, serve=False)
+    shards = cluster.settings.shards
+    bad_count = int(scale(10_000, 40_000))
+    valid_every = 4  # one valid command between every few bad ones
+    rng = random.Random(20241129)
+    owners = [f"user:h{i}" for i in range(16)]
+    nc = await nats.connect(cluster.settings.nats_url)
+    js = nc.jetstream(publish_async_max_pending=2000)
+    bad_seqs: dict[int, str] = {}
+    valid_keys: list[str] = []
+    families: Counter[str] = Counter()
+    acks: list[tuple[str, asyncio.Future[object]]] = []
+    started = time.monotonic()
+    try:
+        for i in range(bad_count):
+            owner = rng.choice(owners)
+            shard = naming.shard_for(tenant, owner, shards)
+            family, payload = rng.choice(GENERATORS)(rng, tenant, owner)
+            if i % 97 == 0:  # a well-formed command on a shard that is not its owner's
+                family = "wrong_shard"
+                payload = _pack(_base(rng, tenant, owner))
+                shard = (shard + 1) % shards
+            families[family] += 1
+            acks.append((family, await js.publish_async(naming.command_subject(tenant, shard),
+                                                        payload)))  # fmt: skip
+            if i % valid_every == 0:
+                key = f"{owner}:valid{i}"
+                valid_keys.append(key)
+                command = Put(id=new_command_id(), tenant=tenant, agent="ok", ts=time.time(),
+                              key=key, value={"i": i})  # fmt: skip
+                own_shard = naming.shard_for(tenant, owner, shards)
+                await js.publish_async(naming.command_subject(tenant, own_shard), encode(command),
+                                       headers={naming.MSG_ID_HEADER: command.id})
+        await js.publish_async_completed()
+        for family, ack in acks:
+            bad_seqs[ack.result().seq] = family  # type: ignore[attr-defined]
+        await wait_idle(nc, shards, limit_s=scale(120, 600))
+        elapsed = time.monotonic() - started
+
+        # Every bad message's dead letter, found by its stream sequence, with a reason.
+        letters: dict[int, DeadLetter] = {}
+        everything = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
+        sub = await js.pull_subscribe(naming.DEAD_LETTER_SUBJECTS, durable=None,
+                                      stream=naming.DEAD_LETTER_STREAM, config=everything)
+        while True:
+            try:
+                msgs = await sub.fetch(2000, timeout=1.0)
+            except TimeoutError:
+                break
+            for msg in msgs:
+                letter = decode(msg.data, DeadLetter)
+                letters[letter.stream_seq] = letter
+        await sub.unsubscribe()
+    finally:
+        await nc.close()
+
+    redis = connect_redis(cluster.settings)
+    try:
+        versions = [await redis.hget(naming.RedisKeys(tenant).item(k), "v") for k in valid_keys]
+    finally:
+        await redis.aclose()
+
+    missing = {seq: fam for seq, fam in bad_seqs.items() if seq not in letters}
+    reasonless = [seq for seq in bad_seqs if seq in letters and not letters[seq].reason]
+    not_applied = [k for k, v in zip(valid_keys, versions, strict=True) if v != b"1"]
+    reasons = Counter(letters[s].reason.split(":", 1)[0] for s in bad_seqs if s in letters)
+    report = Report("hostile input", attempted=bad_count + len(valid_keys),
+                    acknowledged=bad_count + len(valid_keys),
+                    applied=len(valid_keys) - len(not_applied),
+                    lost=len(missing) + len(not_applied))  # fmt: skip
+    report.extra.update(bad=bad_count, dead_lettered=len(bad_seqs) - len(missing),
+                        valid=len(valid_keys), seconds=round(elapsed, 1),
+                        reasons=dict(reasons))  # fmt: skip
+    summarize(report.line())
+    assert all(w.alive for w in workers), "a worker process died on hostile input"
+    assert not missing, f"bad messages not dead-lettered: {Counter(missing.values())}"
+    assert not reasonless
+    assert not not_applied, f"{len(not_applied)} valid commands not applied: {not_applied[:5]}"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: KEY_PATTERN (and the id and tenant patterns) end in `$`, which Python's re (used "
+    "by msgspec's pattern check) also matches before a trailing newline: 'user:h1:k\\n' "
+    "passes the grammar and is applied as a memory distinct from 'user:h1:k'"
+))  # fmt: skip
+def test_key_with_a_trailing_newline_is_refused() -> None:
+    from zeromem.schemas import DecodeError, decode_command
+
+    msg = _base(random.Random(1), "acme", "user:h1")
+    msg["key"] = "user:h1:k\n"
+    with pytest.raises(DecodeError):
+        decode_command(_pack(msg))
