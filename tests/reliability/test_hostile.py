@@ -183,11 +183,6 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
     assert not not_applied, f"{len(not_applied)} valid commands not applied: {not_applied[:5]}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: KEY_PATTERN (and the id and tenant patterns) end in `$`, which Python's re (used "
-    "by msgspec's pattern check) also matches before a trailing newline: 'user:h1:k\\n' "
-    "passes the grammar and is applied as a memory distinct from 'user:h1:k'"
-))  # fmt: skip
 def test_key_with_a_trailing_newline_is_refused() -> None:
     from zeromem.schemas import DecodeError, decode_command
 

@@ -11,13 +11,13 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from zeromem.schemas.keys import KEY_PATTERN, TENANT_PATTERN
+from zeromem.schemas.keys import END, KEY_PATTERN, TENANT_PATTERN
 from zeromem.schemas.memory import Confidence, Content, FeedbackKind, MemoryType, Tag, Timestamp
 
 WIRE_VERSION = 1
 
-CommandId = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_\-]+$")]
-Tenant = Annotated[str, msgspec.Meta(pattern=f"^{TENANT_PATTERN}$")]
+CommandId = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=rf"^[A-Za-z0-9_\-]+{END}")]
+Tenant = Annotated[str, msgspec.Meta(pattern=f"^{TENANT_PATTERN}{END}")]
 AgentId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 Key = Annotated[str, msgspec.Meta(pattern=KEY_PATTERN)]
 Version = Annotated[int, msgspec.Meta(ge=0)]

@@ -16,11 +16,16 @@ OWNER_ID_PATTERN = r"[A-Za-z0-9_\-]{1,64}"
 NAME_PATTERN = r"[A-Za-z0-9_\-./@]{1,128}"
 TENANT_PATTERN = r"[a-z0-9][a-z0-9_\-]{0,63}"
 
+# The end of a whole-string pattern. Python's `$` also matches before a final newline
+# ("user:h1:k\n" would pass); the lookahead refuses that, and keeps the pattern valid JSON
+# Schema (ECMA) for publishers in other languages, where `$` already means the very end.
+END = r"$(?!\n)"
+
 # A full key, or an owner with the name left out (the worker then appends under a generated id).
-KEY_PATTERN = rf"^{NAMESPACE_PATTERN}:{OWNER_ID_PATTERN}(:{NAME_PATTERN})?$"
-TENANT_REGEX = re.compile(rf"^{TENANT_PATTERN}$")
+KEY_PATTERN = rf"^{NAMESPACE_PATTERN}:{OWNER_ID_PATTERN}(:{NAME_PATTERN})?{END}"
+TENANT_REGEX = re.compile(rf"^{TENANT_PATTERN}{END}")
 _KEY_REGEX = re.compile(
-    rf"^(?P<ns>{NAMESPACE_PATTERN}):(?P<owner>{OWNER_ID_PATTERN})(?::(?P<name>{NAME_PATTERN}))?$"
+    rf"^(?P<ns>{NAMESPACE_PATTERN}):(?P<owner>{OWNER_ID_PATTERN})(?::(?P<name>{NAME_PATTERN}))?{END}"
 )
 
 # Namespaces agents are expected to use; the grammar accepts others so a team can add its own.

@@ -26,6 +26,7 @@ class AckCounter:
         self.pending = 0
         self.stored = 0
         self.failures = 0
+        self.unknown = 0  # writes whose acknowledgement a reconnect swallowed
         self.last_error = ""
         self._room = asyncio.Event()
         self._room.set()
@@ -57,6 +58,18 @@ class AckCounter:
         if self.pending <= 0:
             self.pending = 0
             self._drained.set()
+
+    def forget_outstanding(self) -> None:
+        """After a reconnect, acknowledgements in flight are gone for good: count those
+        writes as unknown (they may or may not be stored) instead of waiting on them, so
+        ``flush`` and back-pressure do not wait for ever."""
+        if self.pending:
+            self.unknown += self.pending
+            log.warning("%d fire-and-forget writes lost their acknowledgement in a reconnect; "
+                        "they may or may not be stored", self.pending)  # fmt: skip
+        self.pending = 0
+        self._room.set()
+        self._drained.set()
 
     async def drained(self) -> None:
         await self._drained.wait()

@@ -166,10 +166,18 @@ class MemoryClient:
         settings = Settings.from_env()
         if not url:
             url = settings.nats_url or _embedded_nats_url(settings)
+        made: list[MemoryClient] = []
+
+        async def on_reconnect() -> None:
+            for client in made:
+                client._acks.forget_outstanding()
+
         nc = await nats.connect(url, name=f"zeromem-sdk-{agent}", max_reconnect_attempts=-1,
-                                reconnect_time_wait=0.25)  # fmt: skip
-        return cls(nc, tenant=tenant, agent=agent, shards=shards or settings.shards,
-                   timeout=timeout, own_connection=True, telemetry=telemetry)  # fmt: skip
+                                reconnect_time_wait=0.25, reconnected_cb=on_reconnect)  # fmt: skip
+        client = cls(nc, tenant=tenant, agent=agent, shards=shards or settings.shards,
+                     timeout=timeout, own_connection=True, telemetry=telemetry)  # fmt: skip
+        made.append(client)
+        return client
 
     @property
     def publish_failures(self) -> int:

@@ -324,7 +324,9 @@ class WorkerService:
         audit_acks = await self._publish_audit(shard, admitted, results)
         await self._publish_results(shard, admitted, results)
         if audit_acks:
-            await asyncio.gather(*audit_acks)
+            # Bounded: an acknowledgement lost in a broker restart must not hang the shard
+            # (its lease would be renewed for ever). A timeout retries the batch in place.
+            await asyncio.wait_for(asyncio.gather(*audit_acks), self.settings.ack_wait_s)
         if msgs:
             await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
         self._record_batch(len(msgs), admitted, results, started_ns, self._tallies.pop(shard))
@@ -344,10 +346,13 @@ class WorkerService:
                 entries = by_tenant[item.command.tenant] = []
             entries.append(write_entry(item.command, item.sequence, result, redactor))
         acks = []
+        last_sequence = batch[-1].sequence if batch else 0
         for tenant, entries in by_tenant.items():
             acks.append(await self.js.publish_async(
                 naming.audit_write_subject(tenant, shard),
                 _encode(AuditBatch(entries=tuple(entries))),  # type: ignore[arg-type]
+                # a batch retried after a lost ack is recorded once
+                headers={naming.MSG_ID_HEADER: f"audit-{tenant}-{shard}-{last_sequence}"},
             ))  # fmt: skip
         return acks
 
@@ -724,7 +729,8 @@ class WorkerService:
                 await self.js.publish_async(
                     naming.dead_letter_subject(shard),
                     encode(letter),
-                    headers={naming.DEAD_REASON_HEADER: reason[:200].replace("\n", " ")},
+                    headers={naming.DEAD_REASON_HEADER: reason[:200].replace("\n", " "),
+                             naming.MSG_ID_HEADER: f"dead-{seq}"},  # once, even when retried
                 )
             )
             headers = msg.headers
@@ -739,8 +745,10 @@ class WorkerService:
             acks.append(await self.js.publish_async(
                 naming.audit_write_subject(tenant, shard),
                 encode(AuditBatch(entries=tuple(entries))),  # type: ignore[arg-type]
+                headers={naming.MSG_ID_HEADER: f"audit-dead-{tenant}-{dead[-1][2]}"},
             ))  # fmt: skip
-        await asyncio.gather(*acks)  # stored before the originals are acked: nothing is lost
+        # stored before the originals are acked: nothing is lost (bounded, like the audit)
+        await asyncio.wait_for(asyncio.gather(*acks), self.settings.ack_wait_s)
         self.stats.dead_lettered += len(dead)
         for msg, _reason, _seq in dead:
             self.telemetry.commands.add(1, {"zeromem.tenant": naming.tenant_of_command_subject(
