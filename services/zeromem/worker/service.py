@@ -146,6 +146,8 @@ class WorkerService:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self.owned: set[int] = set()  # shards whose lease this worker holds right now
+        # Per shard, until when (monotonic) the lease is known to be ours without asking.
+        self._lease_sure_until: dict[int, float] = {}
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -221,13 +223,22 @@ class WorkerService:
         while True:
             await asyncio.sleep(self.settings.lease_ttl_s / 3)
             try:
+                renewed_at = time.monotonic()
                 if not await self._renew(keys=[key], args=[self.token, ttl_ms]):
                     raise LeaseLostError(shard)
+                self._lease_sure_until[shard] = renewed_at + self.settings.lease_ttl_s / 2
                 failures_since = None
             except RedisError:
                 failures_since = failures_since or time.monotonic()
                 if time.monotonic() - failures_since > self.settings.lease_ttl_s:
                     raise LeaseLostError(shard) from None
+
+    async def _confirm_lease(self, shard: int) -> None:
+        checked_at = time.monotonic()
+        ttl_ms = int(self.settings.lease_ttl_s * 1000)
+        if not await self._renew(keys=[naming.shard_lease_key(shard)], args=[self.token, ttl_ms]):
+            raise LeaseLostError(shard)
+        self._lease_sure_until[shard] = checked_at + self.settings.lease_ttl_s / 2
 
     async def _consume(self, shard: int) -> None:
         feed = await PullFeed(self.nc, naming.COMMAND_STREAM, naming.shard_consumer(shard)).start()
@@ -235,9 +246,15 @@ class WorkerService:
         try:
             await self._await_redeliveries(shard)
             await self.load_floor(shard)
+            self._lease_sure_until[shard] = time.monotonic() + self.settings.lease_ttl_s / 2
             while not self._stopping.is_set():
                 if keeper.done():
                     keeper.result()  # raises LeaseLostError
+                if time.monotonic() > self._lease_sure_until[shard]:
+                    # A worker that stalled (SIGSTOP, a frozen host) must not take commands
+                    # before it knows the lease is still its own: fetched and then fenced,
+                    # they would be acknowledged by the next owner's cumulative ack.
+                    await self._confirm_lease(shard)
                 try:
                     msgs = await feed.fetch(self.settings.batch_size, timeout=0.5)
                 except TimeoutError:
