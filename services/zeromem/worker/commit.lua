@@ -31,6 +31,14 @@
 if ARGV[2] ~= '' and redis.call('GET', ARGV[1]) ~= ARGV[2] then
   return 'fenced'
 end
+-- ARGV[9]: the last stream sequence this worker applied on the shard. Less in Redis means
+-- Redis came back without applies the worker had confirmed (the unsynced tail of its
+-- append-only file): commit nothing, or the shard's position would jump over the hole.
+if ARGV[9] and ARGV[9] ~= '0' then
+  if tonumber(redis.call('HGET', ARGV[3], ARGV[4]) or '0') < tonumber(ARGV[9]) then
+    return 'behind'
+  end
+end
 
 local function stale(d)
   if d[5] == '1' then

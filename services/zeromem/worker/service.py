@@ -22,6 +22,7 @@ import msgspec
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from opentelemetry import propagate
 from opentelemetry.trace import SpanKind
 from redis.asyncio import Redis
@@ -50,7 +51,7 @@ from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
 from zeromem.worker.engine import COUNT_FEEDBACK, Engine, KeyState, Outcome, redis_keys
 from zeromem.worker.intake import Invalid, admit
 from zeromem.worker.pull import PullFeed
-from zeromem.worker.store import DUPLICATE, FENCED, OK, STALE, Store
+from zeromem.worker.store import BEHIND, DUPLICATE, FENCED, OK, STALE, Store
 
 # Commands applied on their own, between the batch's other commands: a forget or an
 # archive reads the owner's memories as every earlier command left them; a restore reads
@@ -74,6 +75,11 @@ return 0
 
 class LeaseLostError(RuntimeError):
     pass
+
+
+class RedisBehindError(RuntimeError):
+    """Redis no longer holds applies this worker made (it restarted without the tail of
+    its append-only file): the shard restarts and replays the gap from the log."""
 
 
 @dataclass(slots=True)
@@ -146,6 +152,9 @@ class WorkerService:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self.owned: set[int] = set()  # shards whose lease this worker holds right now
+        # Per shard, the last stream sequence this worker applied (to notice a Redis that
+        # came back without it).
+        self._applied_through: dict[int, int] = {}
         # Per shard, until when (monotonic) the lease is known to be ours without asking.
         self._lease_sure_until: dict[int, float] = {}
 
@@ -196,6 +205,9 @@ class WorkerService:
                 raise
             except LeaseLostError:
                 log.warning("lost the lease of shard %d; standing by", shard)
+            except RedisBehindError:
+                log.warning("shard %d: Redis lost applies it had confirmed; catching up", shard)
+                self._applied_through.pop(shard, None)
             except Exception:
                 log.exception("shard %d loop failed; restarting it", shard)
                 await asyncio.sleep(0.5)
@@ -245,7 +257,7 @@ class WorkerService:
         keeper = asyncio.create_task(self._keep_lease(shard))
         try:
             await self._await_redeliveries(shard)
-            await self.load_floor(shard)
+            await self._catch_up(shard, await self.load_floor(shard))
             self._lease_sure_until[shard] = time.monotonic() + self.settings.lease_ttl_s / 2
             while not self._stopping.is_set():
                 if keeper.done():
@@ -282,6 +294,55 @@ class WorkerService:
                      self.settings.ack_wait_s)  # fmt: skip
             await asyncio.sleep(self.settings.ack_wait_s + 0.5)
 
+    async def _catch_up(self, shard: int, floor: int) -> None:
+        """Re-apply what JetStream holds as done but Redis does not: after Redis lost the
+        tail of its append-only file (a host crash under ``appendfsync everysec``), the
+        shard's recorded stream position is behind the consumer's acknowledged floor, and
+        the commands in between exist only in the log. Replayed in order through the same
+        path, they get the same versions they had (the memory's time is the stream's)."""
+        info = await self.js.consumer_info(naming.COMMAND_STREAM, naming.shard_consumer(shard))
+        acked = info.ack_floor.stream_seq if info.ack_floor else 0
+        if not acked or acked <= floor:
+            return
+        log.warning("shard %d: Redis is behind the command log (applied through %d, "
+                    "acknowledged through %d); replaying the gap", shard, floor, acked)  # fmt: skip
+        name = f"zm-catchup-{shard}-{uuid.uuid4().hex[:8]}"
+        await self.js.add_consumer(naming.COMMAND_STREAM, ConsumerConfig(
+            name=name, deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=floor + 1,
+            ack_policy=AckPolicy.NONE, filter_subject=naming.shard_filter_subject(shard),
+            inactive_threshold=60.0, mem_storage=True,
+        ))  # fmt: skip
+        feed = await PullFeed(self.nc, naming.COMMAND_STREAM, name).start()
+        replayed = 0
+        try:
+            position = floor
+            while position < acked:
+                try:
+                    msgs = await feed.fetch(self.settings.batch_size, timeout=2.0)
+                except TimeoutError:
+                    break
+                msgs = [m for m in msgs if stream_position(m.reply)[0] <= acked]
+                if not msgs:
+                    break
+                position = stream_position(msgs[-1].reply)[0]
+                await self._process_until_done(shard, msgs, ack=False)
+                replayed += len(msgs)
+        finally:
+            log.warning("shard %d: replayed %d commands up to %d", shard, replayed, position)
+            with contextlib.suppress(Exception):
+                await feed.stop()
+            with contextlib.suppress(Exception):
+                await self.js.delete_consumer(naming.COMMAND_STREAM, name)
+
+    async def _check_redis_not_behind(self, shard: int) -> None:
+        """After a Redis error: if Redis came back without applies this worker confirmed,
+        stop before a retry moves the shard's position past the hole (the shard then
+        restarts and replays the gap, see ``_catch_up``)."""
+        with contextlib.suppress(RedisError):
+            raw = await self.redis.hget(naming.shard_sequence_key(), str(shard))
+            if int(raw or 0) < self._applied_through.get(shard, 0):
+                raise RedisBehindError(shard)
+
     async def load_floor(self, shard: int) -> int:
         """Read the shard's last applied stream sequence (after taking its lease: a
         rebuild may have moved it while another process held the shard)."""
@@ -289,15 +350,17 @@ class WorkerService:
         self._floors[shard] = int(raw or 0)
         return self._floors[shard]
 
-    async def _process_until_done(self, shard: int, msgs: list[Msg]) -> None:
+    async def _process_until_done(self, shard: int, msgs: list[Msg], ack: bool = True) -> None:
         delay = 0.05
         while True:
             try:
-                await self.process(shard, msgs)
+                await self.process(shard, msgs, ack=ack)
                 return
-            except (LeaseLostError, asyncio.CancelledError):
+            except (LeaseLostError, RedisBehindError, asyncio.CancelledError):
                 raise
             except Exception as exc:
+                if isinstance(exc, RedisError):
+                    await self._check_redis_not_behind(shard)
                 # Retry this same batch, whatever failed: moving on would apply a later
                 # command of an owner before an earlier one, and acknowledging a later batch
                 # would acknowledge this one (AckPolicy.ALL). Every commit is idempotent,
@@ -309,7 +372,7 @@ class WorkerService:
 
     # --- one batch -----------------------------------------------------------------------
 
-    async def process(self, shard: int, msgs: Sequence[Msg]) -> None:
+    async def process(self, shard: int, msgs: Sequence[Msg], ack: bool = True) -> None:
         admitted: list[_Admitted] = []
         dead: list[tuple[Msg, str, int]] = []
         shards = self.settings.shards
@@ -344,7 +407,7 @@ class WorkerService:
             # Bounded: an acknowledgement lost in a broker restart must not hang the shard
             # (its lease would be renewed for ever). A timeout retries the batch in place.
             await asyncio.wait_for(asyncio.gather(*audit_acks), self.settings.ack_wait_s)
-        if msgs:
+        if msgs and ack:
             await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
         self._record_batch(len(msgs), admitted, results, started_ns, self._tallies.pop(shard))
 
@@ -468,8 +531,15 @@ class WorkerService:
             shard=shard,
             sequences=[batch[i].sequence for i in committed_at],
             lease_token=self.token,
+            applied_through=self._applied_through.get(shard, 0),
         )
         redo: list[int] = []
+        # What the commit script recorded as the shard's position: the last committed command
+        # (a duplicate commits nothing). A later commit checks Redis still has it.
+        committed = [batch[i].sequence for i, r in zip(committed_at, replies, strict=True)
+                     if r.status == OK]  # fmt: skip
+        if committed:
+            self._applied_through[shard] = max(self._applied_through.get(shard, 0), *committed)
         stale_keys: set[tuple[str, str]] = set()
         for i, outcome, reply in zip(committed_at, outcomes, replies, strict=True):
             if reply.status == OK and not stale_keys:  # the common case, first
@@ -487,6 +557,8 @@ class WorkerService:
                 redo += followed[i]
             if reply.status == FENCED:
                 raise LeaseLostError(shard)
+            if reply.status == BEHIND:
+                raise RedisBehindError(shard)
             if reply.status == STALE or ident in stale_keys:
                 # Decided on a state someone else changed; everything after it for the same
                 # key was decided on top of it, so it is redone too (and its commit, if it
@@ -533,8 +605,14 @@ class WorkerService:
                 outcomes = await self._decide_owner(command, item.timestamp)  # type: ignore[arg-type]
             sequences = [0] * (len(outcomes) - 1) + [item.sequence]
             replies = await self.store.commit(outcomes, shard=shard, sequences=sequences,
-                                              lease_token=self.token, atomic=True)  # fmt: skip
+                                              lease_token=self.token, atomic=True,
+                                              applied_through=self._applied_through.get(shard, 0))  # fmt: skip
             last = replies[-1]
+            if last.status == BEHIND:
+                raise RedisBehindError(shard)
+            if last.status == OK:
+                self._applied_through[shard] = max(self._applied_through.get(shard, 0),
+                                                   item.sequence)  # fmt: skip
             if last.status == FENCED:
                 raise LeaseLostError(shard)
             if last.status == DUPLICATE:

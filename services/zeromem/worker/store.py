@@ -45,6 +45,7 @@ return out
 """ % ", ".join(f"'{f}'" for f in ITEM_FIELDS)
 
 OK, DUPLICATE, STALE, FENCED = "ok", "dup", "stale", "fenced"
+BEHIND = "behind"  # Redis no longer holds applies the worker confirmed (see commit.lua)
 
 
 def decode_item_hash(fields: Sequence[bytes | None]) -> KeyState:
@@ -95,6 +96,7 @@ class Store:
         sequences: Sequence[int],
         lease_token: str,
         atomic: bool = False,
+        applied_through: int = 0,
     ) -> list[CommitReply]:
         """Commit decided outcomes in order, in one script call (one round trip and one
         argument, whatever the batch size: packing arguments one by one was the worker's
@@ -127,10 +129,12 @@ class Store:
         replies = await self._commit(
             args=[naming.shard_lease_key(shard), lease_token, naming.shard_sequence_key(), shard,
                   self.result_ttl_s, self.tombstone_ttl_ms, _PACK(decisions),
-                  "1" if atomic else "0"],
+                  "1" if atomic else "0", applied_through],
         )  # fmt: skip
         if replies == b"fenced":
             return [CommitReply(FENCED)] * len(outcomes)
+        if replies == b"behind":
+            return [CommitReply(BEHIND)] * len(outcomes)
         out = []
         for reply in replies:
             if isinstance(reply, list):
