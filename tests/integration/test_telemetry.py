@@ -9,7 +9,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import Any
 
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -21,24 +20,8 @@ from tests.harness import ServiceSet
 from zeromem.embedded import free_port
 from zeromem.sdk import MemoryClient
 from zeromem.telemetry import Telemetry
-
-
-def metric_values(reader: InMemoryMetricReader) -> dict[str, list[tuple[dict[str, Any], float]]]:
-    out: dict[str, list[tuple[dict[str, Any], float]]] = {}
-    data = reader.get_metrics_data()
-    for rm in data.resource_metrics if data else ():
-        for sm in rm.scope_metrics:
-            for metric in sm.metrics:
-                for point in metric.data.data_points:
-                    value = getattr(point, "value", None)
-                    if value is None:
-                        value = point.sum
-                    out.setdefault(metric.name, []).append((dict(point.attributes), value))
-    return out
-
-
-def total(values: dict[str, list[tuple[dict[str, Any], float]]], name: str, **attrs: Any) -> float:
-    return sum(v for a, v in values.get(name, []) if all(a.get(k) == w for k, w in attrs.items()))
+from zeromem.telemetry.reading import metric_points as metric_values
+from zeromem.telemetry.reading import total
 
 
 async def test_100_recalls_count_exactly_the_injected_and_baseline_tokens(isolated) -> None:

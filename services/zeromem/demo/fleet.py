@@ -33,6 +33,7 @@ from zeromem.recall.tokens import count_tokens
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry
+from zeromem.telemetry.reading import metric_points
 
 USERS = {
     "u1": ("answers in Chinese", "prefers concise answers", "timezone UTC+8"),
@@ -119,20 +120,13 @@ async def agent_turn(agent: Agent, rng: random.Random, budget: int, encoder) -> 
 
 
 def read_totals(reader: InMemoryMetricReader) -> dict[str, float]:
+    """Each metric summed over its points; commands also per outcome (``name.outcome``)."""
     totals: dict[str, float] = {}
-    data = reader.get_metrics_data()
-    for rm in data.resource_metrics if data else ():
-        for sm in rm.scope_metrics:
-            for metric in sm.metrics:
-                for point in metric.data.data_points:
-                    value = getattr(point, "value", None)
-                    if value is None:
-                        value = getattr(point, "sum", 0)
-                    name = metric.name
-                    outcome = point.attributes.get("zeromem.outcome")
-                    if outcome:
-                        name = f"{name}.{outcome}"
-                    totals[name] = totals.get(name, 0) + value
+    for name, points in metric_points(reader).items():
+        for attrs, value in points:
+            outcome = attrs.get("zeromem.outcome")
+            key = f"{name}.{outcome}" if outcome else name
+            totals[key] = totals.get(key, 0) + value
     return totals
 
 
