@@ -101,6 +101,7 @@ RECALL_QUEUE_GROUP = "zm-recall"
 REPLY_HEADER = "Zm-Reply"  # where a caller that waits for the result wants it
 MSG_ID_HEADER = "Nats-Msg-Id"  # JetStream's dedupe header, set to the command id
 DEAD_REASON_HEADER = "Zm-Reason"
+ERROR_HEADER = "Zm-Error"  # set by the read services on an ErrorReply, with its code
 
 
 def reply_inbox_prefix(client_id: str) -> str:

@@ -34,3 +34,12 @@ async def test_stats_report_usage_per_agent(client: MemoryClient, tmp_path: Path
     png = tmp_path / "stats.png"
     save_stats_png(client.tenant, reply.rows, str(png))
     assert png.stat().st_size > 5000
+
+
+async def test_stats_of_another_tenant_are_refused(client: MemoryClient) -> None:
+    from zeromem import naming
+    from zeromem.schemas import StatsRequest, encode
+
+    msg = await client.nc.request(naming.query_subject(client.tenant, "stats"),
+                                  encode(StatsRequest(tenant=client.tenant + "x")), timeout=5)  # fmt: skip
+    assert msg.headers and msg.headers.get(naming.ERROR_HEADER) == "bad_request"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TypeVar
 
 import msgspec
 from faststream.nats import NatsBroker, NatsMessage, NatsResponse
@@ -34,12 +35,24 @@ from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
-ERROR_HEADER = "Zm-Error"
 
 
 def error_response(code: str, message: str) -> NatsResponse:
-    return NatsResponse(encode(ErrorReply(error=message, code=code)), headers={ERROR_HEADER: code})
+    return NatsResponse(encode(ErrorReply(error=message, code=code)), headers={naming.ERROR_HEADER: code})
+
+
+def _admit(msg: NatsMessage, type_: type[T]) -> T | NatsResponse:
+    """The decoded request, or the error reply: bad bytes, or a tenant in the payload that
+    is not the subject's (tenants are isolated by subject, so a payload may not cross)."""
+    try:
+        request = decode(msg.body, type_)
+    except msgspec.DecodeError as exc:
+        return error_response("bad_request", str(exc))
+    if request.tenant != _tenant_of(msg.raw_message.subject):  # type: ignore[attr-defined]
+        return error_response("bad_request", "tenant does not match the subject")
+    return request
 
 
 def _tenant_of(subject: str) -> str:
@@ -67,24 +80,18 @@ def register_query_handlers(broker: NatsBroker, redis: Redis, shards: int | None
 
     @broker.subscriber(naming.query_subject_all("get"), queue=naming.QUERY_QUEUE_GROUP)
     async def handle_get(msg: NatsMessage) -> NatsResponse:
-        try:
-            request = decode(msg.body, GetRequest)
-        except msgspec.DecodeError as exc:
-            return error_response("bad_request", str(exc))
-        if request.tenant != _tenant_of(msg.raw_message.subject):
-            return error_response("bad_request", "tenant does not match the subject")
+        request = _admit(msg, GetRequest)
+        if isinstance(request, NatsResponse):
+            return request
         (item,) = await get_items(redis, request.tenant, [request.key])
         await recorder.after_read(request.tenant, request.reader, "get", (request.key,), (item,))
         return NatsResponse(encode(GetReply(found=item is not None, item=item)))
 
     @broker.subscriber(naming.query_subject_all("list"), queue=naming.QUERY_QUEUE_GROUP)
     async def handle_list(msg: NatsMessage) -> NatsResponse:
-        try:
-            request = decode(msg.body, ListRequest)
-        except msgspec.DecodeError as exc:
-            return error_response("bad_request", str(exc))
-        if request.tenant != _tenant_of(msg.raw_message.subject):
-            return error_response("bad_request", "tenant does not match the subject")
+        request = _admit(msg, ListRequest)
+        if isinstance(request, NatsResponse):
+            return request
         reply = await list_keys(
             redis, request.tenant, request.prefix, request.cursor, request.limit,
             request.with_items,
@@ -116,10 +123,9 @@ def register_stats_handler(
 
     @broker.subscriber(naming.query_subject_all("stats"), queue=naming.QUERY_QUEUE_GROUP)
     async def handle_stats(msg: NatsMessage) -> NatsResponse:
-        try:
-            request = decode(msg.body, StatsRequest)
-        except msgspec.DecodeError as exc:
-            return error_response("bad_request", str(exc))
+        request = _admit(msg, StatsRequest)
+        if isinstance(request, NatsResponse):
+            return request
         until = request.until or time.time()
         await service.usage.flush()  # this replica's latest figures first
         rows = await read_usage(redis, request.tenant, request.since, until)

@@ -24,7 +24,6 @@ from zeromem.schemas import ErrorReply, RecallRequest, decode, encode
 
 log = logging.getLogger(__name__)
 
-ERROR_HEADER = "Zm-Error"  # the services' marker of an ErrorReply (see sdk.client)
 
 
 class RecallResponder:
@@ -89,4 +88,4 @@ class RecallResponder:
 
     async def _error(self, msg: Msg, code: str, message: str) -> None:
         await self.nc.publish(msg.reply, encode(ErrorReply(error=message, code=code)),
-                              headers={ERROR_HEADER: code})  # fmt: skip
+                              headers={naming.ERROR_HEADER: code})  # fmt: skip

@@ -77,7 +77,6 @@ from zeromem.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-ERROR_HEADER = "Zm-Error"  # set by the services on an ErrorReply
 
 
 class Wait(str, Enum):
@@ -504,7 +503,7 @@ class MemoryClient:
                                         headers=headers or None)  # fmt: skip
         except (NoRespondersError, NatsTimeoutError, TimeoutError):
             raise ServiceUnavailableError(kind, self.timeout) from None
-        if msg.headers and ERROR_HEADER in msg.headers:
+        if msg.headers and naming.ERROR_HEADER in msg.headers:
             error = decode(msg.data, ErrorReply)
             raise RequestRejectedError(error.code, error.error)
         return decode(msg.data, reply_type)
