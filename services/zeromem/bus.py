@@ -1,4 +1,4 @@
-"""Connections and the JetStream layout (streams and per-shard consumers).
+"""Connections and the JetStream layout (streams and the workers' shard consumers).
 
 ``provision`` is idempotent: every process calls it at start, so the first one to run on
 a fresh server creates the layout and the others find it in place.
@@ -14,6 +14,7 @@ from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
     ConsumerConfig,
+    ConsumerInfo,
     DeliverPolicy,
     DiscardPolicy,
     RetentionPolicy,
@@ -120,11 +121,14 @@ def audit_stream_config(lifecycle: LifecycleSettings) -> StreamConfig:
     )
 
 
-def shard_consumer_config(settings: Settings, shard: int) -> ConsumerConfig:
+def shard_consumer_config(settings: Settings, name: str, shard: int, after: int) -> ConsumerConfig:
+    """A shard consumer delivering the shard's commands from stream sequence ``after + 1``
+    (everything when ``after`` is 0)."""
     return ConsumerConfig(
-        durable_name=naming.shard_consumer(shard),
+        durable_name=name,
         filter_subject=naming.shard_filter_subject(shard),
-        deliver_policy=DeliverPolicy.ALL,
+        deliver_policy=DeliverPolicy.BY_START_SEQUENCE if after else DeliverPolicy.ALL,
+        opt_start_seq=after + 1 if after else None,
         # One ack per batch covers every earlier message: a shard is applied strictly in
         # order, so acking the batch's last message is exactly "all of these are applied".
         ack_policy=AckPolicy.ALL,
@@ -132,7 +136,55 @@ def shard_consumer_config(settings: Settings, shard: int) -> ConsumerConfig:
         max_deliver=-1,  # a command is never dropped: a failing apply is retried, not lost
         max_ack_pending=max(4 * settings.batch_size, 1024),
         max_waiting=64,
+        # The server removes a consumer nobody pulls from for this long (its owner died
+        # and no other took the shard over). Losing one loses nothing: a new owner starts
+        # its own from the position Redis holds.
+        inactive_threshold=max(300.0, 10 * settings.lease_ttl_s),
     )
+
+
+async def open_shard_consumer(js: JetStreamContext, settings: Settings, shard: int, tenure: str,
+                              applied_through: int) -> str:  # fmt: skip
+    """Create this tenure's consumer of ``shard`` and delete every earlier tenure's. Call
+    it only while holding the shard's lease.
+
+    It starts after the earliest of: the last command Redis holds as applied
+    (``applied_through``; a Redis that lost the unsynced tail of its append-only file
+    stands further back, and the commands in between are delivered again) and each
+    earlier consumer's acknowledged floor (a former owner that applied commands but died
+    before acknowledging them: they come again, are recognised by their command ids, and
+    their results go out as they never did)."""
+    name = naming.shard_consumer(shard, tenure)
+    earlier = [info for info in await js.consumers_info(naming.COMMAND_STREAM)
+               if naming.shard_of_consumer(info.name) == shard]  # fmt: skip
+    after = min([applied_through] + [i.ack_floor.stream_seq for i in earlier if i.ack_floor])
+    await js.add_consumer(naming.COMMAND_STREAM, shard_consumer_config(settings, name, shard, after))
+    for info in earlier:
+        with contextlib.suppress(NotFoundError):
+            await js.delete_consumer(naming.COMMAND_STREAM, info.name)
+    return name
+
+
+async def shard_backlogs(js: JetStreamContext, shards: int) -> dict[int, int | None]:
+    """Commands each shard's current consumer has not had acknowledged (pending plus in
+    flight). None where no consumer reads the shard yet but the stream holds commands for
+    it: how many of those are applied only the next owner will know."""
+    newest: dict[int, ConsumerInfo] = {}
+    for info in await js.consumers_info(naming.COMMAND_STREAM):
+        shard = naming.shard_of_consumer(info.name)
+        if shard is None or shard >= shards:
+            continue
+        if shard not in newest or (info.created and info.created > newest[shard].created):
+            newest[shard] = info  # during a takeover, the new tenure's
+    backlogs: dict[int, int | None] = {}
+    for shard in range(shards):
+        if shard in newest:
+            backlogs[shard] = (newest[shard].num_pending or 0) + (newest[shard].num_ack_pending or 0)
+            continue
+        state = (await js.stream_info(naming.COMMAND_STREAM,
+                                      subjects_filter=naming.shard_filter_subject(shard))).state
+        backlogs[shard] = None if state.subjects else 0
+    return backlogs
 
 
 async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
@@ -148,16 +200,10 @@ async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
 async def provision(
     js: JetStreamContext, settings: Settings, lifecycle: LifecycleSettings | None = None
 ) -> None:
-    """Create (or update) the command, dead-letter, change and audit streams and one
-    consumer per shard."""
+    """Create (or update) the command, dead-letter, change and audit streams. The shard
+    consumers are the workers' own (``open_shard_consumer``)."""
     lifecycle = lifecycle or LifecycleSettings.from_env()
     await _ensure_stream(js, command_stream_config(settings))
     await _ensure_stream(js, dead_letter_stream_config())
     await _ensure_stream(js, change_stream_config(lifecycle))
     await _ensure_stream(js, audit_stream_config(lifecycle))
-    for shard in range(settings.shards):
-        config = shard_consumer_config(settings, shard)
-        try:
-            await js.consumer_info(naming.COMMAND_STREAM, config.durable_name or "")
-        except NotFoundError:
-            await js.add_consumer(naming.COMMAND_STREAM, config)

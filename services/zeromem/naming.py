@@ -33,9 +33,24 @@ def tenant_of_command_subject(subject: str) -> str:
     return subject.split(".", 3)[2]
 
 
-def shard_consumer(shard: int) -> str:
-    """The durable pull consumer that the worker owning ``shard`` reads from."""
-    return f"zm-shard-{shard}"
+def shard_consumer(shard: int, tenure: str) -> str:
+    """The pull consumer of one tenure of ``shard``'s lease. Each new owner opens its own
+    where the shard stands (``bus.open_shard_consumer``) and deletes the previous owner's:
+    a former owner that was paused past its lease can then neither take the new owner's
+    commands nor have its own fetched ones covered by the new owner's cumulative
+    acknowledgement (both pull requests and acks name the consumer)."""
+    return f"zm-shard-{shard}-{tenure}"
+
+
+def shard_of_consumer(name: str) -> int | None:
+    """The shard a consumer named by ``shard_consumer`` reads (None for any other). The
+    per-shard durable of earlier versions, ``zm-shard-<n>``, counts too: a new tenure
+    starts from its acknowledged floor and then deletes it."""
+    prefix = "zm-shard-"
+    if not name.startswith(prefix):
+        return None
+    shard = name[len(prefix):].split("-", 1)[0]
+    return int(shard) if shard.isdigit() else None
 
 
 def pull_request_subject(stream: str, consumer: str) -> str:
@@ -51,7 +66,8 @@ DEAD_LETTER_SUBJECTS = f"{_PREFIX}.dead.*"
 
 
 def change_subject(tenant: str, shard: int, namespace: str, owner_id: str) -> str:
-    """The change feed: one event per applied, conflicting or rejected command."""
+    """The change feed: an event per applied, conflicting or rejected command (one
+    message may carry several of one owner's, see ``BATCH_HEADER``)."""
     return f"{_PREFIX}.chg.{tenant}.{shard}.{namespace}.{owner_id}"
 
 
@@ -102,6 +118,12 @@ REPLY_HEADER = "Zm-Reply"  # where a caller that waits for the result wants it
 MSG_ID_HEADER = "Nats-Msg-Id"  # JetStream's dedupe header, set to the command id
 DEAD_REASON_HEADER = "Zm-Reason"
 ERROR_HEADER = "Zm-Error"  # set by the read services on an ErrorReply, with its code
+# On a message whose payload is a batch (a msgpack array of commands, or of one owner's
+# results on the change feed): the count.
+BATCH_HEADER = "Zm-Batch"
+# Results per change-feed message at most: a change event's position is the message's
+# stream sequence times this, plus the result's index in the message.
+MAX_BATCH_RESULTS = 1000
 
 
 def reply_inbox_prefix(client_id: str) -> str:

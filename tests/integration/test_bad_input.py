@@ -10,7 +10,7 @@ import msgspec
 from tests.harness import ServiceSet
 from zeromem import naming
 from zeromem.bus import connect_nats
-from zeromem.schemas import DeadLetter, Put, decode, encode
+from zeromem.schemas import DeadLetter, Put, decode, encode, encode_batch
 from zeromem.sdk import MemoryClient
 
 
@@ -93,3 +93,46 @@ async def test_a_waiting_caller_hears_why_its_command_was_refused(client: Memory
     result = decode_result((await sub.next_msg(timeout=5)).data)
     assert isinstance(result, Rejected) and "$.content" in result.reason
     assert encode(result)
+
+
+async def test_a_bad_command_in_a_batch_is_refused_alone(isolated) -> None:
+    """A batch message (what the SDK sends for back-to-back fire-and-forget writes) is
+    applied command by command: each bad one is dead-lettered with its reason, its batch
+    index and its own bytes, and its neighbours, before and after, are applied in order."""
+    settings = isolated
+    services = await ServiceSet.start(settings)
+    nc = await connect_nats(settings, "bad-batch-test")
+    js = nc.jetstream()
+    try:
+        shard = naming.shard_for("acme", "user:u1", settings.shards)
+        subject = naming.command_subject("acme", shard)
+
+        def put(i: int) -> bytes:
+            return encode(Put(id=f"b-{i}", tenant="acme", agent="a", ts=time.time(),
+                              key="user:u1:seq", value=i))  # fmt: skip
+
+        bad = [raw(op="explode"), raw(tenant="other"), msgspec.msgpack.encode([1, 2])]
+        parts = [put(0), bad[0], put(1), bad[1], put(2), bad[2], put(3)]
+        await js.publish(subject, encode_batch(parts),
+                         headers={naming.BATCH_HEADER: str(len(parts)), naming.MSG_ID_HEADER: "b1"})  # fmt: skip
+        # Broken framing (bytes that are not msgpack) cannot be split: the whole message goes.
+        await js.publish(subject, b"\xc1\x02not an array",
+                         headers={naming.BATCH_HEADER: "2", naming.MSG_ID_HEADER: "b2"})  # fmt: skip
+        async with await MemoryClient.connect(settings.nats_url, tenant="acme",
+                                              shards=settings.shards) as client:  # fmt: skip
+            after = await client.put("user:u1:seq", 4, wait="applied")
+            assert after.version == 5  # the batch's four puts came first, in order
+            for _ in range(100):
+                if services.workers[0].stats.dead_lettered >= 4:
+                    break
+                await asyncio.sleep(0.05)
+        sub = await js.pull_subscribe(naming.DEAD_LETTER_SUBJECTS, stream=naming.DEAD_LETTER_STREAM)
+        letters = [decode(m.data, DeadLetter) for m in await sub.fetch(10, timeout=2)]
+        by_raw = {letter.raw: letter.reason for letter in letters}
+        assert by_raw[bad[0]].startswith("invalid") and by_raw[bad[1]].startswith("tenant_mismatch")
+        assert by_raw[bad[2]].startswith("invalid")
+        assert by_raw[b"\xc1\x02not an array"].startswith("invalid: not a command batch")
+        assert len(letters) == 4
+    finally:
+        await nc.close()
+        await services.stop()

@@ -36,7 +36,8 @@ async def test_forget_by_prefix_removes_exactly_what_came_before_it(running, ten
 
         async def forgetter() -> None:
             nonlocal forget_seq
-            await asyncio.sleep(0.15)  # in the middle of the writes
+            while len(seqs) < 90:  # in the middle of the writes (a fixed sleep raced them)
+                await asyncio.sleep(0.002)
             receipt = await clients[0].forget(owner, prefix=f"{owner}:step-a", wait="stored")
             forget_seq = receipt.stream_seq
 

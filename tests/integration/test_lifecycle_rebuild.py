@@ -13,7 +13,7 @@ import time
 
 from tests.harness import ServiceSet
 from zeromem import naming
-from zeromem.bus import connect_nats, connect_redis
+from zeromem.bus import connect_nats, connect_redis, shard_backlogs
 from zeromem.lifecycle.rebuild import rebuild
 from zeromem.lifecycle.snapshot import differences, snapshot
 from zeromem.sdk import MemoryClient
@@ -23,9 +23,7 @@ TYPES = ("fact", "decision", "message", "task_state", "user_preference")
 
 
 async def _drained(js, shards: int) -> bool:  # type: ignore[no-untyped-def]
-    infos = await asyncio.gather(*(js.consumer_info(naming.COMMAND_STREAM,
-                                                    naming.shard_consumer(s)) for s in range(shards)))  # fmt: skip
-    return all(i.num_pending == 0 and i.num_ack_pending == 0 for i in infos)
+    return all(backlog == 0 for backlog in (await shard_backlogs(js, shards)).values())
 
 
 async def _settle(client: MemoryClient, shards: int) -> None:

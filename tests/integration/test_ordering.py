@@ -6,8 +6,9 @@ import asyncio
 import time
 
 from zeromem import naming
-from zeromem.schemas import Applied, decode_result
+from zeromem.schemas import Applied
 from zeromem.sdk import MemoryClient
+from zeromem.sdk.feed import results_of
 
 
 async def test_10k_fire_and_forget_puts_across_100_owners_apply_in_order(
@@ -18,9 +19,9 @@ async def test_10k_fire_and_forget_puts_across_100_owners_apply_in_order(
     total = 10_000
 
     async def on_change(msg) -> None:
-        result = decode_result(msg.data)
-        assert isinstance(result, Applied), result
-        applied.setdefault(result.key, []).append(result.item.value)
+        for result in results_of(msg):
+            assert isinstance(result, Applied), result
+            applied.setdefault(result.key, []).append(result.item.value)
         if sum(map(len, applied.values())) >= total:
             done.set()
 
@@ -49,8 +50,8 @@ async def test_concurrent_publishers_keep_each_publishers_order(running, tenant:
     done = asyncio.Event()
 
     async def on_change(msg) -> None:
-        r = decode_result(msg.data)
-        seen.append((r.agent, r.item.value["n"], r.version))
+        for r in results_of(msg):
+            seen.append((r.agent, r.item.value["n"], r.version))
         if len(seen) == 8 * per_agent:
             done.set()
 
@@ -74,3 +75,41 @@ async def test_concurrent_publishers_keep_each_publishers_order(running, tenant:
         assert [n for a, n, _ in seen if a == name] == list(range(per_agent))
         assert [v for a, _, v in seen if a == name] == list(range(1, per_agent + 1))
     assert time.monotonic() - start < 60
+
+
+async def test_batched_fire_and_forget_and_waiting_writes_keep_their_order(running, tenant: str) -> None:
+    """Back-to-back fire-and-forget writes share batch messages; a write that waits, in
+    between, goes after the ones issued before it and before the ones after it."""
+    async with await MemoryClient.connect(running.nats_url, tenant=tenant,
+                                          shards=running.shards) as client:  # fmt: skip
+        js = client.js
+        before = await js.stream_info(naming.COMMAND_STREAM)
+        for i in range(600):
+            if i % 100 == 99:  # applied right after the 99 buffered before it
+                assert (await client.put("task:t9:step", i, wait="applied")).version == i + 1
+            else:
+                await client.put("task:t9:step", i)
+            await client.put(f"task:t9:side-{i % 7}", i)
+        await client.flush()
+        after = await js.stream_info(naming.COMMAND_STREAM)
+        # 1,200 commands travelled in far fewer messages
+        assert after.state.messages - before.state.messages < 200
+        for _ in range(200):
+            item = await client.get("task:t9:step")
+            if item is not None and item.version == 600:
+                break
+            await asyncio.sleep(0.05)
+        assert item.value == 599 and item.version == 600
+        history = await client.audit(key="task:t9:step")
+        assert [e.version_after for e in history if e.op == "put"] == list(range(1, 601))
+
+
+async def test_unbatched_client_sends_one_message_per_command(running, tenant: str) -> None:
+    async with await MemoryClient.connect(running.nats_url, tenant=tenant, shards=running.shards,
+                                          batch=False) as client:  # fmt: skip
+        before = await client.js.stream_info(naming.COMMAND_STREAM)
+        for i in range(50):
+            await client.put("task:t10:step", i)
+        await client.flush()
+        after = await client.js.stream_info(naming.COMMAND_STREAM)
+        assert after.state.messages - before.state.messages == 50

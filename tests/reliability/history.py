@@ -36,6 +36,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from redis.asyncio import Redis
 
 from zeromem import naming
+from zeromem.bus import shard_backlogs
 from zeromem.ids import new_command_id
 from zeromem.schemas import (
     Applied,
@@ -49,6 +50,7 @@ from zeromem.schemas import (
     Result,
     decode_command,
     decode_result,
+    split_batch,
 )
 from zeromem.sdk import MemoryClient
 from zeromem.sdk.errors import (
@@ -278,15 +280,16 @@ def model_decide(state: KeyModel, command: Command) -> tuple[str, int]:
     return "applied", state.version
 
 
-async def read_log(nc: NatsClient, tenant: str) -> list[tuple[int, Command]]:
-    """Every decodable command of ``tenant`` in ZM_COMMANDS, in stream order."""
+async def read_log(nc: NatsClient, tenant: str) -> list[tuple[tuple[int, int], Command]]:
+    """Every decodable command of ``tenant`` in ZM_COMMANDS, in stream order, each at its
+    position: (stream sequence, index in its message; a batch message carries several)."""
     js = nc.jetstream()
     sub = await js.pull_subscribe(
         naming.command_tenant_subject(tenant), durable=None, stream=naming.COMMAND_STREAM,
         config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL,
                               inactive_threshold=30.0),
     )  # fmt: skip
-    out: list[tuple[int, Command]] = []
+    out: list[tuple[tuple[int, int], Command]] = []
     try:
         while True:
             try:
@@ -294,8 +297,15 @@ async def read_log(nc: NatsClient, tenant: str) -> list[tuple[int, Command]]:
             except TimeoutError:
                 break
             for msg in msgs:
-                with contextlib.suppress(Exception):  # hostile input: not a command
-                    out.append((msg.metadata.sequence.stream, decode_command(msg.data)))
+                seq = msg.metadata.sequence.stream
+                batched = bool(msg.headers) and naming.BATCH_HEADER in msg.headers
+                try:
+                    parts = split_batch(msg.data) if batched else [msg.data]
+                except Exception:  # hostile input: not a batch
+                    continue
+                for index, part in enumerate(parts):  # a batch's commands, in order
+                    with contextlib.suppress(Exception):  # hostile input: not a command
+                        out.append(((seq, index), decode_command(part)))
             if len(msgs) < 2000:
                 pending = (await sub.consumer_info()).num_pending
                 if pending == 0:
@@ -357,14 +367,14 @@ async def check(
 
     # 1. Everything acknowledged is in the log, once per command id (JetStream's dedupe),
     #    and each agent's commands sit in the log in the order the agent sent them.
-    in_log: dict[str, int] = {}
+    in_log: dict[str, tuple[int, int]] = {}
     for seq, command in log:
         if command.id in in_log:
             report.problem("applied_twice", f"command {command.id} stored twice in the log "
                                             f"(seq {in_log[command.id]} and {seq})")  # fmt: skip
             continue
         in_log[command.id] = seq
-    last_seq: dict[tuple[str, str], tuple[int, int]] = {}
+    last_seq: dict[tuple[str, str], tuple[int, tuple[int, int]]] = {}
     for op in history.ops:
         report.acknowledged += op.acknowledged
         report.not_acked += op.ack == NOT_ACKED
@@ -480,19 +490,15 @@ async def wait_idle(nc: NatsClient, shards: int, limit_s: float = 30.0) -> None:
     last: object = None
     while True:
         try:
-            infos = await asyncio.gather(*(
-                js.consumer_info(naming.COMMAND_STREAM, naming.shard_consumer(s))
-                for s in range(shards)
-            ))  # fmt: skip
-            if all(i.num_pending == 0 and i.num_ack_pending == 0 for i in infos):
+            backlogs = await shard_backlogs(js, shards)
+            if all(backlog == 0 for backlog in backlogs.values()):
                 return
-            last = [(s, i.num_pending, i.num_ack_pending, i.num_waiting, i.delivered, i.ack_floor)
-                    for s, i in enumerate(infos) if i.num_pending or i.num_ack_pending]  # fmt: skip
+            last = {s: b for s, b in backlogs.items() if b != 0}
         except Exception as exc:
             last = exc  # NATS restarting
         if time.monotonic() > deadline:
-            raise TimeoutError(f"the workers did not drain the command stream: (shard, "
-                               f"pending, ack pending, waiting, delivered, ack floor): {last}")
+            raise TimeoutError(f"the workers did not drain the command stream: backlog per "
+                               f"shard (None: no consumer yet): {last}")
         await asyncio.sleep(0.1)
 
 

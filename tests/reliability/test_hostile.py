@@ -21,7 +21,7 @@ from tests.reliability.history import Report, summarize, wait_idle
 from zeromem import naming
 from zeromem.bus import connect_redis
 from zeromem.ids import new_command_id
-from zeromem.schemas import DeadLetter, Put, decode, encode
+from zeromem.schemas import DeadLetter, Put, decode, encode, encode_batch
 
 _pack = msgspec.msgpack.encode
 
@@ -100,6 +100,9 @@ def not_a_map(rng: random.Random, tenant: str, owner: str) -> tuple[str, bytes]:
 
 GENERATORS: list[Gen] = [random_bytes, truncated, wrong_type, huge_value, deep_nesting, odd_key,
                          tenant_mismatch, not_a_map]  # fmt: skip
+# Bad commands that still frame as msgpack, so a batch message can carry them among good
+# ones: each is refused alone and its neighbours are applied.
+IN_BATCH: list[Gen] = [wrong_type, odd_key, tenant_mismatch, not_a_map]
 
 
 async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, tenant: str) -> None:
@@ -111,10 +114,10 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
     owners = [f"user:h{i}" for i in range(16)]
     nc = await nats.connect(cluster.settings.nats_url)
     js = nc.jetstream(publish_async_max_pending=2000)
-    bad_seqs: dict[int, str] = {}
+    bad_seqs: dict[tuple[int, int | None], str] = {}
     valid_keys: list[str] = []
     families: Counter[str] = Counter()
-    acks: list[tuple[str, asyncio.Future[object]]] = []
+    acks: list[tuple[str, asyncio.Future[object], int | None]] = []
     started = time.monotonic()
     try:
         for i in range(bad_count):
@@ -126,8 +129,29 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
                 payload = _pack(_base(rng, tenant, owner))
                 shard = (shard + 1) % shards
             families[family] += 1
+            if i % 50 == 25:  # inside a batch message, between two valid commands
+                family, payload = rng.choice(IN_BATCH)(rng, tenant, owner)
+                shard = naming.shard_for(tenant, owner, shards)
+                around = []
+                for side in ("a", "b"):
+                    key = f"{owner}:valid{i}{side}"
+                    valid_keys.append(key)
+                    around.append(encode(Put(id=new_command_id(), tenant=tenant, agent="ok",
+                                             ts=time.time(), key=key, value={"i": i})))  # fmt: skip
+                ack = await js.publish_async(
+                    naming.command_subject(tenant, shard),
+                    encode_batch([around[0], payload, around[1]]),
+                    headers={naming.BATCH_HEADER: "3"})  # fmt: skip
+                acks.append((f"batched_{family}", ack, 1))
+                continue
+            if i % 50 == 45:  # a batch whose framing is broken: refused whole
+                family = "broken_batch"
+                payload = b"\x93" + _pack(_base(rng, tenant, owner))
+                headers = {naming.BATCH_HEADER: "3"}
+            else:
+                headers = None
             acks.append((family, await js.publish_async(naming.command_subject(tenant, shard),
-                                                        payload)))  # fmt: skip
+                                                        payload, headers=headers), None))  # fmt: skip
             if i % valid_every == 0:
                 key = f"{owner}:valid{i}"
                 valid_keys.append(key)
@@ -137,13 +161,13 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
                 await js.publish_async(naming.command_subject(tenant, own_shard), encode(command),
                                        headers={naming.MSG_ID_HEADER: command.id})
         await js.publish_async_completed()
-        for family, ack in acks:
-            bad_seqs[ack.result().seq] = family  # type: ignore[attr-defined]
+        for family, ack, index in acks:
+            bad_seqs[(ack.result().seq, index)] = family  # type: ignore[attr-defined]
         await wait_idle(nc, shards, limit_s=scale(120, 600))
         elapsed = time.monotonic() - started
 
         # Every bad message's dead letter, found by its stream sequence, with a reason.
-        letters: dict[int, DeadLetter] = {}
+        letters: dict[tuple[int, int | None], DeadLetter] = {}
         everything = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
         sub = await js.pull_subscribe(naming.DEAD_LETTER_SUBJECTS, durable=None,
                                       stream=naming.DEAD_LETTER_STREAM, config=everything)
@@ -154,7 +178,7 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
                 break
             for msg in msgs:
                 letter = decode(msg.data, DeadLetter)
-                letters[letter.stream_seq] = letter
+                letters[(letter.stream_seq, letter.batch_index)] = letter
         await sub.unsubscribe()
     finally:
         await nc.close()

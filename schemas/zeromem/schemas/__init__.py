@@ -1,7 +1,16 @@
 """The zeromem wire contract: commands, results, memory items and queries (msgpack)."""
 
 from zeromem.schemas.audit import REDACTED, AuditBatch, AuditEntry
-from zeromem.schemas.codec import DecodeError, decode, decode_command, decode_result, encode
+from zeromem.schemas.codec import (
+    DecodeError,
+    decode,
+    decode_command,
+    decode_result,
+    decode_results,
+    encode,
+    encode_batch,
+    split_batch,
+)
 from zeromem.schemas.commands import (
     COMMAND_TYPES,
     OWNER_COMMANDS,
@@ -89,6 +98,9 @@ __all__ = [
     "decode",
     "decode_command",
     "decode_result",
+    "decode_results",
     "encode",
+    "encode_batch",
+    "split_batch",
     "owner_of",
 ]

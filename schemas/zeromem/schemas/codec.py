@@ -6,6 +6,8 @@ type, which is what keeps the worker's per-message cost in microseconds.
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import msgspec
@@ -18,6 +20,7 @@ T = TypeVar("T")
 _encoder = msgspec.msgpack.Encoder()
 _command_decoder = msgspec.msgpack.Decoder(Command)
 _result_decoder = msgspec.msgpack.Decoder(Result)
+_batch_decoder = msgspec.msgpack.Decoder(list[msgspec.Raw])
 _decoders: dict[Any, msgspec.msgpack.Decoder[Any]] = {}
 
 DecodeError = msgspec.DecodeError  # ValidationError is a subclass
@@ -41,3 +44,30 @@ def decode(data: bytes, type_: type[T]) -> T:
     if decoder is None:
         decoder = _decoders[type_] = msgspec.msgpack.Decoder(type_)
     return decoder.decode(data)
+
+
+def encode_batch(encoded_commands: Sequence[bytes]) -> bytes:
+    """A command batch: a msgpack array of commands, built from their encodings as they
+    are (a publisher has each one encoded already; nothing is encoded twice)."""
+    n = len(encoded_commands)
+    if n < 16:
+        head = bytes((0x90 | n,))
+    elif n < 1 << 16:
+        head = b"\xdc" + struct.pack(">H", n)
+    else:
+        head = b"\xdd" + struct.pack(">I", n)
+    return head + b"".join(encoded_commands)
+
+
+def split_batch(data: bytes) -> list[bytes]:
+    """The encoded commands of a batch, each still undecoded, so that one bad command is
+    refused on its own. Raises ``DecodeError`` if ``data`` is not a msgpack array."""
+    return [bytes(raw) for raw in _batch_decoder.decode(data)]
+
+
+def decode_results(data: bytes, batched: bool) -> list[Result]:
+    """The results a change-feed message carries: one, or (``batched``: the message has a
+    ``Zm-Batch`` header) an array of one owner's results, in the order they were applied."""
+    if not batched:
+        return [_result_decoder.decode(data)]
+    return [_result_decoder.decode(part) for part in split_batch(data)]

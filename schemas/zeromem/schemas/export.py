@@ -28,6 +28,8 @@ from zeromem.schemas.results import DeadLetter, Result
 
 SCHEMAS: dict[str, Any] = {
     "command.v1.json": Command,
+    # several commands in one message (header Zm-Batch: <count>), each applied on its own
+    "command_batch.v1.json": list[Command],
     "result.v1.json": Result,
     "memory_item.v1.json": MemoryItem,
     "get_request.v1.json": GetRequest,

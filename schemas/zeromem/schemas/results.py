@@ -47,3 +47,6 @@ class DeadLetter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     raw: bytes
     received_at: float
     stream_seq: int = 0
+    # Set when the message was a batch: the refused command's place in it (``raw`` is
+    # that command alone; the others were applied).
+    batch_index: int | None = None

@@ -40,7 +40,7 @@ REPLAY_BATCH = 1024
 @dataclass(frozen=True, slots=True)
 class RebuildReport:
     tenant: str  # "" for everything
-    commands: int  # messages replayed
+    commands: int  # commands replayed
     applied: int
     conflicts: int
     rejected: int
@@ -83,7 +83,7 @@ async def rebuild(
     progress: Callable[[int, int], None] | None = None,
 ) -> RebuildReport:
     """Rebuild ``tenant``'s state (or everything) from the command stream. ``progress``
-    is called with (messages replayed, messages to replay)."""
+    is called with (messages replayed, messages to replay); a batch message counts once."""
     from zeromem.bus import connect_nats, connect_redis
     from zeromem.worker.service import WorkerService, stream_position
 
@@ -110,7 +110,8 @@ async def rebuild(
 
     keeper = asyncio.create_task(hold_leases())
     feed: PullFeed | None = None
-    replayed = 0
+    replayed = 0  # messages (a batch message carries several commands)
+    commands = 0
     try:
         await asyncio.sleep(0)  # the first lease write goes out before anything else
         info = await js.stream_info(naming.COMMAND_STREAM)
@@ -144,7 +145,7 @@ async def rebuild(
                     by_shard.setdefault(shard, []).append(msg)
                 # Shards are independent (an owner lives in one): each is applied in order.
                 for shard, shard_msgs in by_shard.items():
-                    await worker.process(shard % settings.shards, shard_msgs)
+                    commands += await worker.process(shard % settings.shards, shard_msgs)
                     replayed += len(shard_msgs)
                 if progress is not None:
                     progress(replayed, total)
@@ -167,5 +168,5 @@ async def rebuild(
         if own_redis:
             await redis.aclose()
     stats = worker.stats
-    return RebuildReport(tenant or "", replayed, stats.applied, stats.conflicts, stats.rejected,
+    return RebuildReport(tenant or "", commands, stats.applied, stats.conflicts, stats.rejected,
                          reaped, last, time.perf_counter() - started)  # fmt: skip

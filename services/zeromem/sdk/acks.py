@@ -3,7 +3,8 @@
 nats-py's ``publish_async`` creates a future, a unique inbox and a parsed ``PubAck`` per
 message. A fire-and-forget write needs none of that: only how many acks are outstanding
 (for back-pressure and ``flush``) and whether any of them reported an error. All acks come
-back on one subject and are counted.
+back on one wildcard subject and are counted; the last token of each reply subject is the
+number of commands the acknowledged message carried (a batch carries several).
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ class AckCounter:
     def __init__(self, nc: NatsClient, inbox: str, max_pending: int = 8192) -> None:
         self.nc = nc
         self.subject = f"{inbox}.acks"
-        self.max_pending = max_pending
-        self.pending = 0
-        self.stored = 0
-        self.failures = 0
-        self.unknown = 0  # writes whose acknowledgement a reconnect swallowed
+        self.max_pending = max_pending  # messages in flight at most
+        self.pending = 0  # messages
+        self.pending_commands = 0
+        self.stored = 0  # commands
+        self.failures = 0  # commands
+        self.unknown = 0  # commands whose acknowledgement a reconnect swallowed
         self.last_error = ""
         self._room = asyncio.Event()
         self._room.set()
@@ -34,29 +36,49 @@ class AckCounter:
         self._drained.set()
         self._sub: Any = None
 
-    async def publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> None:
+    async def ready(self) -> None:
+        """Until one more message may go out. After this returns, ``send`` reaches the
+        connection's buffer before yielding to the event loop, so messages sent one after
+        another in a task go out in that order."""
         if self._sub is None:
-            self._sub = await self.nc.subscribe(self.subject, cb=self._on_ack,
+            self._sub = await self.nc.subscribe(f"{self.subject}.*", cb=self._on_ack,
                                                 pending_msgs_limit=4 * self.max_pending)  # fmt: skip
         while self.pending >= self.max_pending:  # back-pressure: JetStream is behind
             self._room.clear()
             await self._room.wait()
+
+    async def send(self, subject: str, payload: bytes, headers: dict[str, str], commands: int = 1) -> None:
         self.pending += 1
+        self.pending_commands += commands
         self._drained.clear()
-        await self.nc.publish(subject, payload, reply=self.subject, headers=headers)
+        try:
+            await self.nc.publish(subject, payload, reply=f"{self.subject}.{commands}",
+                                  headers=headers)  # fmt: skip
+        except BaseException:
+            self._settle(1, commands)
+            raise
+
+    async def publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> None:
+        await self.ready()
+        await self.send(subject, payload, headers)
 
     async def _on_ack(self, msg: Msg) -> None:
-        self.pending -= 1
+        commands = int(msg.subject.rsplit(".", 1)[1])
         if msg.data.startswith(b'{"error"') or (msg.headers and msg.headers.get("Status")):
-            self.failures += 1
+            self.failures += commands
             self.last_error = msg.data.decode(errors="replace")[:300]
-            log.warning("a fire-and-forget write was not stored: %s", self.last_error)
+            log.warning("%d fire-and-forget write(s) not stored: %s", commands, self.last_error)
         else:
-            self.stored += 1
+            self.stored += commands
+        self._settle(1, commands)
+
+    def _settle(self, messages: int, commands: int) -> None:
+        self.pending -= messages
+        self.pending_commands -= commands
         if self.pending < self.max_pending:
             self._room.set()
         if self.pending <= 0:
-            self.pending = 0
+            self.pending = self.pending_commands = 0
             self._drained.set()
 
     def forget_outstanding(self) -> None:
@@ -64,10 +86,10 @@ class AckCounter:
         writes as unknown (they may or may not be stored) instead of waiting on them, so
         ``flush`` and back-pressure do not wait for ever."""
         if self.pending:
-            self.unknown += self.pending
+            self.unknown += self.pending_commands
             log.warning("%d fire-and-forget writes lost their acknowledgement in a reconnect; "
-                        "they may or may not be stored", self.pending)  # fmt: skip
-        self.pending = 0
+                        "they may or may not be stored", self.pending_commands)  # fmt: skip
+        self.pending = self.pending_commands = 0
         self._room.set()
         self._drained.set()
 

@@ -66,6 +66,7 @@ from zeromem.schemas import (
     encode,
 )
 from zeromem.sdk.acks import AckCounter
+from zeromem.sdk.batching import CommandBatcher
 from zeromem.sdk.errors import (
     RequestRejectedError,
     ServiceUnavailableError,
@@ -132,6 +133,7 @@ class MemoryClient:
         timeout: float = 5.0,
         own_connection: bool = False,
         telemetry: Telemetry | None = None,
+        batch: bool = True,
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
@@ -144,6 +146,8 @@ class MemoryClient:
         self._waiting: dict[str, asyncio.Future[Result]] = {}
         self._reply_sub: Any = None
         self._acks = AckCounter(nc, self._inbox)
+        # fire-and-forget commands to one shard, issued back to back, share a message
+        self._batcher = CommandBatcher(self._acks) if batch else None
         self.telemetry = telemetry or Telemetry()
         self._published = self.telemetry.commands_published
 
@@ -157,9 +161,11 @@ class MemoryClient:
         shards: int | None = None,
         timeout: float = 5.0,
         telemetry: Telemetry | None = None,
+        batch: bool = True,
     ) -> MemoryClient:
         """Connect to ``url``; without one, ZEROMEM_NATS_URL / NATS_URL, then the embedded
-        stack ``zeromem up`` runs in this directory."""
+        stack ``zeromem up`` runs in this directory. ``batch=False`` sends every
+        fire-and-forget write as a message of its own (see ``zeromem.sdk.batching``)."""
         from zeromem.settings import Settings
 
         settings = Settings.from_env()
@@ -174,14 +180,16 @@ class MemoryClient:
         nc = await nats.connect(url, name=f"zeromem-sdk-{agent}", max_reconnect_attempts=-1,
                                 reconnect_time_wait=0.25, reconnected_cb=on_reconnect)  # fmt: skip
         client = cls(nc, tenant=tenant, agent=agent, shards=shards or settings.shards,
-                     timeout=timeout, own_connection=True, telemetry=telemetry)  # fmt: skip
+                     timeout=timeout, own_connection=True, telemetry=telemetry,
+                     batch=batch)  # fmt: skip
         made.append(client)
         return client
 
     @property
     def publish_failures(self) -> int:
-        """Fire-and-forget writes that JetStream refused (each is also logged)."""
-        return self._acks.failures
+        """Fire-and-forget writes that JetStream refused or that could not be sent
+        (each is also logged)."""
+        return self._acks.failures + (self._batcher.unsent if self._batcher else 0)
 
     async def close(self) -> None:
         await self.flush()
@@ -200,6 +208,8 @@ class MemoryClient:
 
     async def flush(self, timeout: float | None = None) -> None:
         """Wait until every fire-and-forget write so far is stored by JetStream."""
+        if self._batcher is not None:
+            await self._batcher.send_all()
         await self.nc.flush()
         await asyncio.wait_for(self._acks.drained(), timeout or self.timeout * 6)
 
@@ -369,9 +379,17 @@ class MemoryClient:
             propagate.inject(headers)
         self._published.add(1, {"zeromem.tenant": command.tenant, "zeromem.agent": command.agent,
                                 "zeromem.op": _OPS[type(command)]})  # fmt: skip
+        batcher = self._batcher
         if wait is Wait.NONE:
-            await self._acks.publish(subject, encode(command), headers)
+            if batcher is not None and len(headers) == 1:  # traced writes go alone
+                await batcher.add(subject, command.id, encode(command))
+            else:
+                if batcher is not None:
+                    await batcher.send(subject)
+                await self._acks.publish(subject, encode(command), headers)
             return Receipt(command.id, key, "published")
+        if batcher is not None:
+            await batcher.send(subject)  # what was issued before this goes before it
         result_future: asyncio.Future[Result] | None = None
         if wait is Wait.APPLIED:
             await self._ensure_reply_subscription()

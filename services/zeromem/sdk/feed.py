@@ -3,8 +3,10 @@
 Every applied, conflicting or rejected command is published by the worker on
 ``zm.chg.{tenant}.{shard}.{namespace}.{owner}`` and retained by the ``ZM_CHANGES``
 stream, so a subscriber that went away resumes exactly where it stopped: each event
-carries its ``position`` (the change stream's sequence), and ``watch(...,
-since_position=p)`` delivers everything after it, in order. ``since_time`` resumes from a
+carries its ``position`` (the change stream's sequence times ``MAX_BATCH_RESULTS`` plus
+the event's index in its message: under bulk writes one message carries several of an
+owner's results), and ``watch(..., since_position=p)`` delivers everything after it, in
+order. ``since_time`` resumes from a
 moment instead. Events repeated by the log itself (a worker that crashed between apply
 and acknowledgement publishes its results again) are dropped by command id, so a
 subscriber sees each change once.
@@ -13,7 +15,7 @@ subscriber sees each change once.
 from __future__ import annotations
 
 import contextlib
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,9 +24,16 @@ from nats.aio.client import Client as NatsClient
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from zeromem import naming
-from zeromem.schemas import Applied, Conflict, Result, decode_result
+from zeromem.schemas import Applied, Conflict, Result, decode_results
 
 _SEEN_LIMIT = 65536  # command ids remembered for dropping repeats
+_SCALE = naming.MAX_BATCH_RESULTS
+
+
+def results_of(msg: Any) -> list[Result]:
+    """The results a change-feed message carries (one, or a batch of one owner's)."""
+    headers = msg.headers
+    return decode_results(msg.data, bool(headers) and naming.BATCH_HEADER in headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +90,8 @@ class ChangeFeed:
         self.scope = scope
         self.namespace, self.owner_id, self.prefix = parse_scope(scope)
         self.position = since_position or 0
+        self._resume_after = self.position  # events at or before it were seen already
+        self._ready: deque[ChangeEvent] = deque()
         self._since_time = since_time
         self._from_start = from_start
         self._sub: Any = None
@@ -89,8 +100,9 @@ class ChangeFeed:
     async def start(self) -> ChangeFeed:
         config = ConsumerConfig(deliver_policy=DeliverPolicy.NEW)
         if self.position:
+            # from the message holding that event: the rest of its events come next
             config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                                    opt_start_seq=self.position + 1)  # fmt: skip
+                                    opt_start_seq=self.position // _SCALE)  # fmt: skip
         elif self._since_time is not None:
             config = ConsumerConfig(
                 deliver_policy=DeliverPolicy.BY_START_TIME,
@@ -106,16 +118,27 @@ class ChangeFeed:
 
     async def next(self, timeout: float | None = None) -> ChangeEvent:
         """The next change in scope; ``TimeoutError`` if none came within ``timeout``."""
-        while True:
+        while not self._ready:
             try:
                 msg = await self._sub.next_msg(timeout=timeout)
             except Exception as exc:
                 if "Timeout" in type(exc).__name__:
                     raise TimeoutError from None
                 raise
-            meta = msg.metadata
-            self.position = meta.sequence.stream
-            result = decode_result(msg.data)
+            self._take(msg)
+        event = self._ready.popleft()
+        self.position = event.position
+        return event
+
+    def _take(self, msg: Any) -> None:
+        meta = msg.metadata
+        first = meta.sequence.stream * _SCALE
+        at = meta.timestamp.timestamp()
+        results = results_of(msg)
+        for index, result in enumerate(results):
+            position = first + index
+            if position <= self._resume_after:
+                continue
             if self.prefix and not (result.key + ":").startswith(self.prefix) \
                     and not result.key.startswith(self.prefix):  # fmt: skip
                 if not any(k.startswith(self.prefix) for k in getattr(result, "keys", ())):
@@ -126,7 +149,9 @@ class ChangeFeed:
             self._seen[ident] = None
             if len(self._seen) > _SEEN_LIMIT:
                 self._seen.popitem(last=False)
-            return ChangeEvent(self.position, meta.timestamp.timestamp(), result)
+            self._ready.append(ChangeEvent(position, at, result))
+        if not self._ready:  # nothing in scope: still moved past it
+            self.position = max(self.position, first + len(results) - 1)
 
     def __aiter__(self) -> ChangeFeed:
         return self

@@ -17,7 +17,7 @@
 -- binary type, so the encoded result and item are packed as msgpack raw strings, which
 -- Lua holds byte for byte), each an array:
 --   1 item key   2 result key ('' = record nothing: one memory of a forget / archive)
---   3 stream sequence ('0' = none)   4 the result (msgpack)
+--   3 stream sequence ('0' = none: not the last command of its message)   4 the result (msgpack)
 --   5 guarded ('1'/'0')   6 base version   7 base last command id
 --   8 action: 'w' write, 't' tombstone, 'f' count feedback, '-' record the result only,
 --      'a' archive (a tombstone that stays, flagged ar=1: the memory is in the archive tier)
@@ -125,10 +125,15 @@ if ARGV[8] == '1' then
     end
   end
 end
+-- The position advances over applied commands only up to the first stale one: that one
+-- is decided again in a later call, and a position past it would let a restart skip it.
 local last_sequence = 0
+local blocked = false
 for i, d in ipairs(decisions) do
   replies[i] = apply(d)
-  if replies[i] == 'ok' and tonumber(d[3]) > last_sequence then
+  if replies[i] == 'stale' then
+    blocked = true
+  elseif not blocked and replies[i] == 'ok' and tonumber(d[3]) > last_sequence then
     last_sequence = tonumber(d[3])
   end
 end

@@ -22,14 +22,13 @@ import msgspec
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from opentelemetry import propagate
 from opentelemetry.trace import SpanKind
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from zeromem import naming
-from zeromem.bus import connect_nats, connect_redis, provision
+from zeromem.bus import connect_nats, connect_redis, open_shard_consumer, provision
 from zeromem.lifecycle.audit import dead_letter_entry, write_entry
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
 from zeromem.lifecycle.settings import LifecycleSettings
@@ -44,7 +43,9 @@ from zeromem.schemas import (
     Restore,
     Result,
     encode,
+    encode_batch,
     owner_of,
+    split_batch,
 )
 from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
@@ -106,6 +107,18 @@ class _Admitted:
     key: str
     sequence: int
     timestamp: float
+    # The message's last command (a batch message carries several): only once it is
+    # applied may the shard's recorded position reach the message's sequence.
+    completes: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class _Dead:
+    msg: Msg
+    raw: bytes  # the refused command (the whole message, or one command of a batch)
+    reason: str
+    sequence: int
+    index: int | None = None  # its place in a batch message
 
 
 class WorkerService:
@@ -157,6 +170,8 @@ class WorkerService:
         self._applied_through: dict[int, int] = {}
         # Per shard, until when (monotonic) the lease is known to be ours without asking.
         self._lease_sure_until: dict[int, float] = {}
+        self._tenures = 0  # leases taken so far: names each tenure's consumer
+        self._consumers: dict[int, str] = {}  # per owned shard, the consumer it reads
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -253,26 +268,35 @@ class WorkerService:
         self._lease_sure_until[shard] = checked_at + self.settings.lease_ttl_s / 2
 
     async def _consume(self, shard: int) -> None:
-        feed = await PullFeed(self.nc, naming.COMMAND_STREAM, naming.shard_consumer(shard)).start()
+        # Where Redis says the shard stands, read under the lease: no former owner can
+        # commit any more (fenced), so nothing moves it but this worker from here on.
+        after = await self.load_floor(shard)
+        self._tenures += 1
+        consumer = await open_shard_consumer(self.js, self.settings, shard,
+                                             f"{self.token[:12]}{self._tenures}", after)  # fmt: skip
+        self._consumers[shard] = consumer
+        feed = await PullFeed(self.nc, naming.COMMAND_STREAM, consumer).start()
         keeper = asyncio.create_task(self._keep_lease(shard))
+        batch_size = fetch_size = self.settings.batch_size
         try:
-            await self._await_redeliveries(shard)
-            await self._catch_up(shard, await self.load_floor(shard))
             self._lease_sure_until[shard] = time.monotonic() + self.settings.lease_ttl_s / 2
             while not self._stopping.is_set():
                 if keeper.done():
                     keeper.result()  # raises LeaseLostError
                 if time.monotonic() > self._lease_sure_until[shard]:
-                    # A worker that stalled (SIGSTOP, a frozen host) must not take commands
-                    # before it knows the lease is still its own: fetched and then fenced,
-                    # they would be acknowledged by the next owner's cumulative ack.
+                    # A worker that stalled (SIGSTOP, a frozen host) asks before taking more
+                    # commands; if it was replaced, its consumer is gone anyway.
                     await self._confirm_lease(shard)
                 try:
-                    msgs = await feed.fetch(self.settings.batch_size, timeout=0.5)
+                    msgs = await feed.fetch(fetch_size, timeout=0.5)
                 except TimeoutError:
                     continue
-                await self._process_until_done(shard, msgs)
+                commands = await self._process_until_done(shard, msgs)
+                # Batch messages carry many commands each: fetch fewer of them, so that one
+                # fetch stays near ``batch_size`` commands (results go out per fetch).
+                fetch_size = max(1, min(batch_size, batch_size * len(msgs) // max(commands, 1)))
         finally:
+            self._consumers.pop(shard, None)
             keeper.cancel()
             with contextlib.suppress(BaseException):
                 await keeper
@@ -281,63 +305,10 @@ class WorkerService:
             with contextlib.suppress(Exception):
                 await self._release(keys=[naming.shard_lease_key(shard)], args=[self.token])
 
-    async def _await_redeliveries(self, shard: int) -> None:
-        """Commands a previous owner of this shard fetched but never acknowledged (it
-        crashed, or lost its lease) must be applied before any later command: both for
-        per-owner order, and because acknowledging a later command acknowledges every
-        earlier one (AckPolicy.ALL). JetStream redelivers them ahead of new commands once
-        their ack wait has passed, so wait that long before the first fetch."""
-        info = await self.js.consumer_info(naming.COMMAND_STREAM, naming.shard_consumer(shard))
-        if info.num_ack_pending:
-            log.info("shard %d: %d commands in flight from a previous owner; waiting %.1fs "
-                     "for their redelivery", shard, info.num_ack_pending,
-                     self.settings.ack_wait_s)  # fmt: skip
-            await asyncio.sleep(self.settings.ack_wait_s + 0.5)
-
-    async def _catch_up(self, shard: int, floor: int) -> None:
-        """Re-apply what JetStream holds as done but Redis does not: after Redis lost the
-        tail of its append-only file (a host crash under ``appendfsync everysec``), the
-        shard's recorded stream position is behind the consumer's acknowledged floor, and
-        the commands in between exist only in the log. Replayed in order through the same
-        path, they get the same versions they had (the memory's time is the stream's)."""
-        info = await self.js.consumer_info(naming.COMMAND_STREAM, naming.shard_consumer(shard))
-        acked = info.ack_floor.stream_seq if info.ack_floor else 0
-        if not acked or acked <= floor:
-            return
-        log.warning("shard %d: Redis is behind the command log (applied through %d, "
-                    "acknowledged through %d); replaying the gap", shard, floor, acked)  # fmt: skip
-        name = f"zm-catchup-{shard}-{uuid.uuid4().hex[:8]}"
-        await self.js.add_consumer(naming.COMMAND_STREAM, ConsumerConfig(
-            name=name, deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=floor + 1,
-            ack_policy=AckPolicy.NONE, filter_subject=naming.shard_filter_subject(shard),
-            inactive_threshold=60.0, mem_storage=True,
-        ))  # fmt: skip
-        feed = await PullFeed(self.nc, naming.COMMAND_STREAM, name).start()
-        replayed = 0
-        try:
-            position = floor
-            while position < acked:
-                try:
-                    msgs = await feed.fetch(self.settings.batch_size, timeout=2.0)
-                except TimeoutError:
-                    break
-                msgs = [m for m in msgs if stream_position(m.reply)[0] <= acked]
-                if not msgs:
-                    break
-                position = stream_position(msgs[-1].reply)[0]
-                await self._process_until_done(shard, msgs, ack=False)
-                replayed += len(msgs)
-        finally:
-            log.warning("shard %d: replayed %d commands up to %d", shard, replayed, position)
-            with contextlib.suppress(Exception):
-                await feed.stop()
-            with contextlib.suppress(Exception):
-                await self.js.delete_consumer(naming.COMMAND_STREAM, name)
-
     async def _check_redis_not_behind(self, shard: int) -> None:
         """After a Redis error: if Redis came back without applies this worker confirmed,
         stop before a retry moves the shard's position past the hole (the shard then
-        restarts and replays the gap, see ``_catch_up``)."""
+        restarts, and its new consumer delivers the gap again)."""
         with contextlib.suppress(RedisError):
             raw = await self.redis.hget(naming.shard_sequence_key(), str(shard))
             if int(raw or 0) < self._applied_through.get(shard, 0):
@@ -350,12 +321,11 @@ class WorkerService:
         self._floors[shard] = int(raw or 0)
         return self._floors[shard]
 
-    async def _process_until_done(self, shard: int, msgs: list[Msg], ack: bool = True) -> None:
+    async def _process_until_done(self, shard: int, msgs: list[Msg], ack: bool = True) -> int:
         delay = 0.05
         while True:
             try:
-                await self.process(shard, msgs, ack=ack)
-                return
+                return await self.process(shard, msgs, ack=ack)
             except (LeaseLostError, RedisBehindError, asyncio.CancelledError):
                 raise
             except Exception as exc:
@@ -372,23 +342,39 @@ class WorkerService:
 
     # --- one batch -----------------------------------------------------------------------
 
-    async def process(self, shard: int, msgs: Sequence[Msg], ack: bool = True) -> None:
+    async def process(self, shard: int, msgs: Sequence[Msg], ack: bool = True) -> int:
+        """Admit, apply, report and acknowledge ``msgs``; returns how many commands they
+        carried."""
         admitted: list[_Admitted] = []
-        dead: list[tuple[Msg, str, int]] = []
+        dead: list[_Dead] = []
         shards = self.settings.shards
         max_value_bytes = self.settings.max_value_bytes
         resolve_key = self.engine.resolve_key
+        batch_header = naming.BATCH_HEADER
         for msg in msgs:
             seq, ts = stream_position(msg.reply)
-            try:
-                verdict = admit(msg.subject, msg.data, shard=shard, shards=shards,
-                                max_value_bytes=max_value_bytes)  # fmt: skip
-            except Exception as exc:  # never let one message stop the shard
-                verdict = Invalid(f"invalid: {type(exc).__name__}: {exc}")
-            if type(verdict) is Invalid:
-                dead.append((msg, verdict.reason, seq))
-                continue
-            admitted.append(_Admitted(msg, verdict, resolve_key(verdict), seq, ts))  # type: ignore[arg-type]
+            headers = msg.headers
+            batched = bool(headers) and batch_header in headers
+            if batched:
+                try:
+                    parts = split_batch(msg.data)
+                except Exception as exc:
+                    dead.append(_Dead(msg, msg.data, f"invalid: not a command batch: {exc}", seq))
+                    continue
+                last = len(parts) - 1
+            else:
+                parts, last = (msg.data,), 0
+            for index, data in enumerate(parts):
+                try:
+                    verdict = admit(msg.subject, data, shard=shard, shards=shards,
+                                    max_value_bytes=max_value_bytes)  # fmt: skip
+                except Exception as exc:  # never let one message stop the shard
+                    verdict = Invalid(f"invalid: {type(exc).__name__}: {exc}")
+                if type(verdict) is Invalid:
+                    dead.append(_Dead(msg, data, verdict.reason, seq, index if batched else None))
+                    continue
+                admitted.append(_Admitted(msg, verdict, resolve_key(verdict), seq, ts,  # type: ignore[arg-type]
+                                          index == last))  # fmt: skip
 
         if dead and not self.replay:  # a replay's dead letters are on the stream already
             await self._dead_letter(shard, dead)
@@ -398,7 +384,7 @@ class WorkerService:
         self.stats.batches += 1
         if self.replay:
             self._tallies.pop(shard, None)
-            return
+            return len(admitted) + len(dead)
         # The audit record goes out first and is awaited after the results are published:
         # its round trip overlaps theirs, and the batch is acked only once it is stored.
         audit_acks = await self._publish_audit(shard, admitted, results)
@@ -409,7 +395,9 @@ class WorkerService:
             await asyncio.wait_for(asyncio.gather(*audit_acks), self.settings.ack_wait_s)
         if msgs and ack:
             await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
-        self._record_batch(len(msgs), admitted, results, started_ns, self._tallies.pop(shard))
+        commands = len(admitted) + len(dead)
+        self._record_batch(commands, admitted, results, started_ns, self._tallies.pop(shard))
+        return commands
 
     async def _publish_audit(
         self, shard: int, batch: list[_Admitted], results: list[Result | None]
@@ -439,6 +427,17 @@ class WorkerService:
     async def _apply(self, shard: int, batch: list[_Admitted]) -> list[Result | None]:
         """Each command's result, in order (``None``: already applied before this worker
         took the shard, its result no longer stored; nothing to report)."""
+        size = self.settings.batch_size
+        if len(batch) <= size:
+            return await self._apply_chunk(shard, batch)
+        # Batch messages can bring many commands per fetch: each script call stays bounded
+        # (Redis serves nothing else while one runs).
+        results: list[Result | None] = []
+        for start in range(0, len(batch), size):
+            results += await self._apply_chunk(shard, batch[start:start + size])
+        return results
+
+    async def _apply_chunk(self, shard: int, batch: list[_Admitted]) -> list[Result | None]:
         special = _SPECIAL
         if not any(type(a.command) in special for a in batch):
             return await self._apply_plain(shard, batch)
@@ -526,20 +525,28 @@ class WorkerService:
         if feedback_seen:
             outcomes, committed_at, followed = _coalesce_feedback(outcomes, committed_at)
 
+        # A command that leaves part of its message unapplied carries no position (0): the
+        # shard's recorded position only ever covers whole messages.
+        positions = [batch[i].sequence if batch[i].completes else 0 for i in committed_at]
         replies = await self.store.commit(
             outcomes,
             shard=shard,
-            sequences=[batch[i].sequence for i in committed_at],
+            sequences=positions,
             lease_token=self.token,
             applied_through=self._applied_through.get(shard, 0),
         )
         redo: list[int] = []
-        # What the commit script recorded as the shard's position: the last committed command
-        # (a duplicate commits nothing). A later commit checks Redis still has it.
-        committed = [batch[i].sequence for i, r in zip(committed_at, replies, strict=True)
-                     if r.status == OK]  # fmt: skip
-        if committed:
-            self._applied_through[shard] = max(self._applied_through.get(shard, 0), *committed)
+        # What the commit script recorded as the shard's position (a duplicate commits
+        # nothing; nothing after a stale decision counts). A later commit checks Redis
+        # still has it.
+        recorded = self._applied_through.get(shard, 0)
+        for position, reply in zip(positions, replies, strict=True):
+            if reply.status == STALE:
+                break
+            if reply.status == OK and position > recorded:
+                recorded = position
+        if recorded:
+            self._applied_through[shard] = recorded
         stale_keys: set[tuple[str, str]] = set()
         for i, outcome, reply in zip(committed_at, outcomes, replies, strict=True):
             if reply.status == OK and not stale_keys:  # the common case, first
@@ -603,7 +610,8 @@ class WorkerService:
                 outcomes = [self.engine.decide(command, item.key, state, item.timestamp)]
             else:
                 outcomes = await self._decide_owner(command, item.timestamp)  # type: ignore[arg-type]
-            sequences = [0] * (len(outcomes) - 1) + [item.sequence]
+            position = item.sequence if item.completes else 0
+            sequences = [0] * (len(outcomes) - 1) + [position]
             replies = await self.store.commit(outcomes, shard=shard, sequences=sequences,
                                               lease_token=self.token, atomic=True,
                                               applied_through=self._applied_through.get(shard, 0))  # fmt: skip
@@ -612,7 +620,7 @@ class WorkerService:
                 raise RedisBehindError(shard)
             if last.status == OK:
                 self._applied_through[shard] = max(self._applied_through.get(shard, 0),
-                                                   item.sequence)  # fmt: skip
+                                                   position)  # fmt: skip
             if last.status == FENCED:
                 raise LeaseLostError(shard)
             if last.status == DUPLICATE:
@@ -790,7 +798,7 @@ class WorkerService:
             for shard in sorted(self.owned):
                 try:
                     info = await self.js.consumer_info(naming.COMMAND_STREAM,
-                                                       naming.shard_consumer(shard))  # fmt: skip
+                                                       self._consumers[shard])  # fmt: skip
                     self.telemetry.set_lag(shard, info.num_pending + info.num_ack_pending)
                 except Exception:  # lag is informative; never a reason to fail
                     pass
@@ -800,54 +808,70 @@ class WorkerService:
         self, shard: int, batch: list[_Admitted], results: list[Result | None]
     ) -> None:
         publish = self.nc.publish
-        change_subject = naming.change_subject
         reply_header = naming.REPLY_HEADER
+        # The change feed gets one message per owner per batch: a single result as it is,
+        # several as a batch message (an array, in apply order). Under bulk writes that is
+        # a fraction of the messages the broker stores; an agent writing now and then
+        # still gets one result per message.
+        by_owner: dict[tuple[str, str, str], list[bytes]] = {}
         for item, result in zip(batch, results, strict=True):
             if result is None:
                 continue
             data = _encode(result)
             namespace, owner_id = item.key.split(":", 2)[:2]
-            await publish(change_subject(item.command.tenant, shard, namespace, owner_id), data)
+            by_owner.setdefault((item.command.tenant, namespace, owner_id), []).append(data)
             headers = item.msg.headers
             if headers and (reply_to := headers.get(reply_header)):
                 await publish(reply_to, data)
+        for (tenant, namespace, owner_id), encoded in by_owner.items():
+            subject = naming.change_subject(tenant, shard, namespace, owner_id)
+            for start in range(0, len(encoded), naming.MAX_BATCH_RESULTS):
+                chunk = encoded[start:start + naming.MAX_BATCH_RESULTS]
+                if len(chunk) == 1:
+                    await publish(subject, chunk[0])
+                else:
+                    await publish(subject, encode_batch(chunk),
+                                  headers={naming.BATCH_HEADER: str(len(chunk))})  # fmt: skip
 
-    async def _dead_letter(self, shard: int, dead: list[tuple[Msg, str, int]]) -> None:
+    async def _dead_letter(self, shard: int, dead: list[_Dead]) -> None:
         now = time.time()
         acks = []
-        for msg, reason, seq in dead:
-            letter = DeadLetter(
-                reason=reason, subject=msg.subject, raw=msg.data, received_at=now, stream_seq=seq
-            )
-            log.warning("dead-lettered command at seq %d on %s: %s", seq, msg.subject, reason[:300])
+        for letter in dead:
+            msg, seq = letter.msg, letter.sequence
+            where = f"seq {seq}" if letter.index is None else f"seq {seq} (batch index {letter.index})"
+            log.warning("dead-lettered command at %s on %s: %s", where, msg.subject, letter.reason[:300])
+            once = f"dead-{seq}" if letter.index is None else f"dead-{seq}-{letter.index}"
             acks.append(
                 await self.js.publish_async(
                     naming.dead_letter_subject(shard),
-                    encode(letter),
-                    headers={naming.DEAD_REASON_HEADER: reason[:200].replace("\n", " "),
-                             naming.MSG_ID_HEADER: f"dead-{seq}"},  # once, even when retried
+                    encode(DeadLetter(reason=letter.reason, subject=msg.subject, raw=letter.raw,
+                                      received_at=now, stream_seq=seq,
+                                      batch_index=letter.index)),  # fmt: skip
+                    headers={naming.DEAD_REASON_HEADER: letter.reason[:200].replace("\n", " "),
+                             naming.MSG_ID_HEADER: once},  # once, even when retried
                 )
             )
             headers = msg.headers
             if headers and (reply_to := headers.get(naming.REPLY_HEADER)):
-                await self.nc.publish(reply_to, encode(_rejection(msg, reason)))
+                await self.nc.publish(reply_to, encode(_rejection(msg, letter.reason)))
         by_tenant: dict[str, list[object]] = {}
-        for msg, reason, seq in dead:
-            tenant = naming.tenant_of_command_subject(msg.subject)
-            by_tenant.setdefault(tenant, []).append(
-                dead_letter_entry(tenant, msg.subject, reason, seq, self.redactor))
+        for letter in dead:
+            tenant = naming.tenant_of_command_subject(letter.msg.subject)
+            by_tenant.setdefault(tenant, []).append(dead_letter_entry(
+                tenant, letter.msg.subject, letter.reason, letter.sequence, self.redactor))  # fmt: skip
+        last = dead[-1]
         for tenant, entries in by_tenant.items():
             acks.append(await self.js.publish_async(
                 naming.audit_write_subject(tenant, shard),
                 encode(AuditBatch(entries=tuple(entries))),  # type: ignore[arg-type]
-                headers={naming.MSG_ID_HEADER: f"audit-dead-{tenant}-{dead[-1][2]}"},
+                headers={naming.MSG_ID_HEADER: f"audit-dead-{tenant}-{last.sequence}-{last.index}"},
             ))  # fmt: skip
         # stored before the originals are acked: nothing is lost (bounded, like the audit)
         await asyncio.wait_for(asyncio.gather(*acks), self.settings.ack_wait_s)
         self.stats.dead_lettered += len(dead)
-        for msg, _reason, _seq in dead:
+        for letter in dead:
             self.telemetry.commands.add(1, {"zeromem.tenant": naming.tenant_of_command_subject(
-                msg.subject), "zeromem.op": "", "zeromem.outcome": "dead_letter"})  # fmt: skip
+                letter.msg.subject), "zeromem.op": "", "zeromem.outcome": "dead_letter"})  # fmt: skip
 
 
 _NO_STATE = KeyState()  # a placeholder while the batch's keys are collected
