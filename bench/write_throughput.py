@@ -1,6 +1,6 @@
 """End-to-end write throughput next to the raw JetStream publish rate, in one run.
 
-    python bench/write_throughput.py [--commands 30000] [--owners 100] [--workers 2]
+    python bench/write_throughput.py [--commands 30000] [--owners 100] [--workers 2] [--rounds 3]
 
 1. Raw baseline: one Python process publishes N messages of the same size as a put
    command with nats-py's JetStream async publish, to a plain stream, and waits for every
@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,7 +47,7 @@ def sample_value(i: int) -> dict[str, object]:
 async def raw_publish_rate(url: str, n: int, payload: bytes) -> float:
     nc = await nats.connect(url)
     js = nc.jetstream(publish_async_max_pending=4000)
-    await js.add_stream(StreamConfig(name="BENCH_RAW", subjects=["bench.raw.>"]))
+    await js.add_stream(StreamConfig(name="BENCH_RAW", subjects=["bench.raw.>"]))  # fresh each round
     start = time.perf_counter()
     for i in range(n):
         await js.publish_async(f"bench.raw.{i % 16}", payload, headers={"Nats-Msg-Id": f"r{i}"})
@@ -119,15 +120,15 @@ async def main() -> None:
     parser.add_argument("--owners", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3, help="baseline/zeromem pairs; medians")
     args = parser.parse_args()
 
+    rounds: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
         settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url, shards=args.shards)
         payload = encode(Put(id="01JBENCHMARK0000000000000", tenant="bench", agent="bench",
                              ts=time.time(), key="user:o1:turn", value=sample_value(1),
                              content="moved the meeting to Friday 10:00", type="message"))  # fmt: skip
-        raw = await raw_publish_rate(stack.nats_url, args.commands, payload)
-
         nc = await nats.connect(stack.nats_url)
         await provision(nc.jetstream(), settings)
         await nc.close()
@@ -141,26 +142,41 @@ async def main() -> None:
         ]
         try:
             await wait_for_workers(settings)
-            applied, published = await zeromem_rate(settings, args.commands, args.owners,
-                                                    batch=True, tenant="bench")  # fmt: skip
-            unbatched, _ = await zeromem_rate(settings, args.commands, args.owners,
-                                              batch=False, tenant="bench-unbatched")  # fmt: skip
+            # Baseline and zeromem alternate, round after round: on a shared machine the
+            # load drifts, and each ratio compares runs made seconds apart.
+            for r in range(args.rounds):
+                raw = await raw_publish_rate(stack.nats_url, args.commands, payload)
+                applied, published = await zeromem_rate(settings, args.commands, args.owners,
+                                                        batch=True, tenant=f"bench{r}")  # fmt: skip
+                unbatched, _ = await zeromem_rate(settings, args.commands, args.owners,
+                                                  batch=False, tenant=f"bench{r}-unbatched")  # fmt: skip
+                rounds.append({"raw": raw, "applied": applied, "published": published,
+                               "unbatched": unbatched, "ratio": applied / raw})  # fmt: skip
+                print(f"round {r + 1}: raw {raw:8.0f} msg/s   applied {applied:8.0f} cmd/s   "
+                      f"ratio {applied / raw:.2f}   (unbatched {unbatched / raw:.2f})")
         finally:
             for w in workers:
                 w.terminate()
             for w in workers:
                 w.wait(10)
 
-    ratio = applied / raw
+    def median(field: str) -> float:
+        return statistics.median(r[field] for r in rounds)
+
+    raw, applied, published, unbatched = (median(f) for f in ("raw", "applied", "published",
+                                                              "unbatched"))  # fmt: skip
+    ratio = median("ratio")
     print(f"commands                      {args.commands} across {args.owners} owners, "
-          f"{args.workers} worker process(es), {args.shards} shards")
+          f"{args.workers} worker process(es), {args.shards} shards; median of {args.rounds} rounds")
     print(f"raw JetStream async publish   {raw:10.0f} msg/s   (baseline, one Python process)")
     print(f"zeromem SDK publish           {published:10.0f} cmd/s")
     print(f"zeromem applied end to end    {applied:10.0f} cmd/s   ratio to raw {ratio:.2f}")
-    print(f"  with SDK batching off       {unbatched:10.0f} cmd/s   ratio to raw {unbatched / raw:.2f}")
+    print(f"  with SDK batching off       {unbatched:10.0f} cmd/s   ratio to raw "
+          f"{median('unbatched') / raw:.2f}")
     print(json.dumps({"commands": args.commands, "owners": args.owners, "workers": args.workers,
-                      "raw_publish_per_s": round(raw), "sdk_publish_per_s": round(published),
-                      "applied_per_s": round(applied), "ratio": round(ratio, 3),
+                      "rounds": args.rounds, "raw_publish_per_s": round(raw),
+                      "sdk_publish_per_s": round(published), "applied_per_s": round(applied),
+                      "ratio": round(ratio, 3), "ratios": [round(r["ratio"], 3) for r in rounds],
                       "unbatched_applied_per_s": round(unbatched),
                       "unbatched_ratio": round(unbatched / raw, 3)}))  # fmt: skip
 
