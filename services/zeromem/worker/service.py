@@ -1,9 +1,10 @@
 """``zeromem worker``: own a set of shards and apply their commands in order.
 
 Per shard: take the shard's lease in Redis (so two workers never apply the same shard at
-once), bind to its durable pull consumer, then loop: fetch a batch, admit or dead-letter
-each message, decide every command in stream order, commit the decisions in one pipelined
-round trip, publish the results, ack. A failed round trip retries the same batch in place
+once), open this tenure's pull consumer where the shard stands (``bus.open_shard_consumer``),
+then loop: fetch a batch, admit or dead-letter each command (a batch message carries
+several), decide every command in stream order, commit the decisions in one script call,
+publish the results, ack. A failed round trip retries the same batch in place
 (never a later one first), so an owner's commands are applied strictly in publish order.
 """
 
