@@ -163,7 +163,10 @@ class RedisKeys:
     def item(self, key: str) -> str:
         """Hash: v (version), d (msgpack item, empty for a tombstone), lc (last command id),
         fl/fd/fi (feedback counts), tk:{encoding} (cached token count of the content),
-        ar ("1" while the memory sits in the archive tier)."""
+        dl (indexed terms, BM25's document length), ar ("1" while the memory sits in the
+        archive tier), rc (the recall card: what recall reads of the memory, see
+        ``recall.card``) and rl (the id of the command that wrote rc: the card is current
+        while rl equals lc)."""
         return f"zm:{self.tenant}:m:{key}"
 
     def command(self, command_id: str) -> str:

@@ -6,6 +6,7 @@
 - ``ranking``: BM25 relevance x time decay x feedback weight, and request strategies.
 - ``packing``: greedy fitting of ranked memories (and their references) into a token
   budget, and the context block that gets injected into a prompt.
+- ``card``: the compact record of a memory that the workers write for recall to read.
 
 Submodules are imported explicitly; this package imports nothing so that loading one
 piece (say the analyser in a worker) never pays for tiktoken.

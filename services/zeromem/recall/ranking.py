@@ -408,6 +408,12 @@ class Ranking(Sequence[ScoredCandidate]):
         for position in range(len(self._feats)):
             yield self[position]
 
+    def key_at(self, position: int) -> str:
+        """The key at ``position`` without building a ``ScoredCandidate``."""
+        if position >= self._final:
+            self._finalise(position)
+        return self._feats[self._order[position]].key
+
     def score_at(self, position: int) -> float:
         """The score at ``position`` without building a ``ScoredCandidate``."""
         if position >= self._final:

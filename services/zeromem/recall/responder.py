@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import msgspec
@@ -74,8 +75,9 @@ class RecallResponder:
         with tracer.start_as_current_span("zeromem recall", context=parent,
                                           kind=SpanKind.SERVER) as span:  # fmt: skip
             span.set_attribute("zeromem.tenant", request.tenant)
+            started = time.perf_counter()
             try:
-                reply = await self.service.recall(request)
+                reply = await self.service.answer(request)
             except RecallError as exc:
                 await self._error(msg, "bad_request", str(exc))
                 return
@@ -83,8 +85,14 @@ class RecallResponder:
                 log.exception("recall failed")
                 await self._error(msg, "internal", "recall failed; see the service log")
                 return
+            elapsed = time.perf_counter() - started
             span.set_attribute("zeromem.recall.tokens", reply.tokens)
-        await self.nc.publish(msg.reply, encode(reply))
+            await self.nc.publish(msg.reply, encode(reply))
+            # The bookkeeping (metrics, usage, the audit record of the read) must not hold
+            # the reply up. publish() only queues it for the client's flusher task, which is
+            # already scheduled to run: a callback scheduled now runs after it, once the
+            # reply is sent (and, scheduled here, still within this span's context).
+            asyncio.get_running_loop().call_soon(self.service.answered, request, reply, elapsed)
 
     async def _error(self, msg: Msg, code: str, message: str) -> None:
         await self.nc.publish(msg.reply, encode(ErrorReply(error=message, code=code)),

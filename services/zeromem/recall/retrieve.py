@@ -13,24 +13,30 @@ A recall never scans an owner's memories. It reads, per owner in scope:
   that set itself: selective filters then never lose a memory to truncated postings.
 
 The candidates are then scored in two stages: cheaply on posting data alone, then exactly
-(with the stored memory: feedback, type, tags, update time) for the best of them.
+(with the memory's recall card: feedback, type, tags, update time) for the best of them.
+Without a filter, all of it up to stage two is one script call (``_SURVEY_LUA``): stage
+one runs next to the postings, so only the memories stage two needs cross the network,
+and they come in the same round trip.
 """
 
 from __future__ import annotations
 
-import heapq
+import hashlib
 import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 
 from zeromem import naming
+from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, Card, card_of, decode_card
 from zeromem.recall.ranking import CandidateFeatures, CorpusStats, RankingConfig, idf
 from zeromem.recall.tokens import count_tokens
-from zeromem.schemas import FeedbackCounts, MemoryItem, RecallScope, owner_of
+from zeromem.schemas import MemoryItem, RecallScope, owner_of
 from zeromem.worker.engine import POSTING_TF_SCALE, posting_tf
 
 POSTINGS_LIMIT = 200  # postings read per (owner, term) at most
@@ -44,7 +50,7 @@ _ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
 @dataclass(slots=True)
 class Gathered:
     features: list[CandidateFeatures]
-    items: dict[str, MemoryItem]
+    items: dict[str, Card]
     stats: CorpusStats
     baseline_tokens: int
     baseline_estimated: bool
@@ -73,15 +79,18 @@ class Filters:
         return bool(self.types or self.tags or self.since or self.until or self.prefix)
 
     def admits(self, item: MemoryItem) -> bool:
-        if self.types and item.type.value not in self.types:
+        return self.admits_card(item.key, card_of(item))
+
+    def admits_card(self, key: str, card: Card) -> bool:
+        if self.types and card.type not in self.types:
             return False
-        if self.tags and self.tags.isdisjoint(item.tags):
+        if self.tags and self.tags.isdisjoint(card.tags):
             return False
-        if self.since is not None and item.updated_at < self.since:
+        if self.since is not None and card.updated_at < self.since:
             return False
-        if self.until is not None and item.updated_at > self.until:
+        if self.until is not None and card.updated_at > self.until:
             return False
-        return not (self.prefix and not item.key.startswith(self.prefix))
+        return not (self.prefix and not key.startswith(self.prefix))
 
 
 async def gather(
@@ -101,13 +110,13 @@ async def gather(
     keys = naming.RedisKeys(tenant)
     keep_n = max(STAGE_TWO_MIN, 8 * k)
     if not filters.any:
-        # The common case in one round trip: statistics, frequencies, postings, recents.
-        owner_stats, df_by_owner_term, posting_data = await _survey(redis, keys, owners, query_terms)
-        stats, df, n_docs = _corpus(owners, query_terms, owner_stats, df_by_owner_term)
-        tf: dict[str, dict[str, int]] = {}
-        chosen, stage_one_cut = _choose(posting_data, df, n_docs, config, keep_n, explain, tf)
-        return await _finish(redis, tenant, keys, owners, filters, chosen, stage_one_cut, tf,
-                             stats, owner_stats, False, 0, encoding, now)  # fmt: skip
+        # The common case in one round trip: statistics, stage one, and stage two's memories.
+        survey = await _survey(redis, keys, owners, query_terms, keep_n, config, explain,
+                               encoding)  # fmt: skip
+        stats, _, _ = _corpus(owners, query_terms, survey.owner_stats, survey.df)
+        return await _finish(redis, keys, owners, filters, survey.chosen, survey.rows,
+                             survey.stage_one_cut, survey.tf, stats, survey.owner_stats, None, 0,
+                             encoding, now)  # fmt: skip
 
     # Round trip 1: statistics, document frequencies, and the size of each filter.
     async with redis.pipeline(transaction=False) as pipe:
@@ -133,20 +142,23 @@ async def gather(
     if filters.any and sizes and filtered_total == 0:
         return Gathered([], {}, stats, 0, False, 0)
 
+    if not enumerate_filtered:
+        survey = await _survey(redis, keys, owners, query_terms, keep_n, config, explain,
+                               encoding)  # fmt: skip
+        return await _finish(redis, keys, owners, filters, survey.chosen, survey.rows,
+                             survey.stage_one_cut, survey.tf, stats, owner_stats, None,
+                             filtered_total, encoding, now)  # fmt: skip
+
     posting_plan = [(owner, term) for owner in owners for term in query_terms
                     if df_by_owner_term[(owner, term)]]  # fmt: skip
     tf: dict[str, dict[str, int]] = {}
-    stage_one_cut: list[tuple[str, float]] = []
-    if enumerate_filtered:
-        chosen, stage_one_cut = await _from_filtered_set(
-            redis, keys, owners, filters, posting_plan, df, n_docs, now, config, keep_n, tf
-        )
-    else:
-        _, _, posting_data = await _survey(redis, keys, owners, query_terms)
-        chosen, stage_one_cut = _choose(posting_data, df, n_docs, config, keep_n, explain, tf)
-
-    return await _finish(redis, tenant, keys, owners, filters, chosen, stage_one_cut, tf, stats,
-                         owner_stats, enumerate_filtered, filtered_total, encoding, now)  # fmt: skip
+    chosen, stage_one_cut = await _from_filtered_set(
+        redis, keys, owners, filters, posting_plan, df, n_docs, now, config, keep_n, tf
+    )
+    rows = await _fetch_rows(redis, keys, sorted(chosen), encoding)
+    return await _finish(redis, keys, owners, filters, len(chosen), rows, stage_one_cut, tf,
+                         stats, owner_stats, chosen | {key for key, _ in stage_one_cut},
+                         filtered_total, encoding, now)  # fmt: skip
 
 
 def _corpus(
@@ -160,33 +172,32 @@ def _corpus(
 
 
 async def _finish(
-    redis: Redis, tenant: str, keys: naming.RedisKeys, owners: Sequence[str], filters: Filters,
-    chosen: set[str], stage_one_cut: list[tuple[str, float]], tf: dict[str, dict[str, int]],
-    stats: CorpusStats, owner_stats: list[dict[str, int]], enumerate_filtered: bool,
-    filtered_total: int, encoding: str, now: float,
+    redis: Redis, keys: naming.RedisKeys, owners: Sequence[str], filters: Filters,
+    chosen: int, rows: list[Any], stage_one_cut: list[tuple[str, float]],
+    tf: dict[str, dict[str, int]], stats: CorpusStats, owner_stats: list[dict[str, int]],
+    enumerated: set[str] | None, filtered_total: int, encoding: str, now: float,
 ) -> Gathered:  # fmt: skip
-    chosen_all = chosen | {key for key, _ in stage_one_cut}
-
-    # The last round trip: the memories themselves.
-    chosen_list = sorted(chosen)
-    items, token_counts, doc_lens = await fetch_items(redis, tenant, chosen_list, encoding, now)
+    """Stage two's inputs from the memories read for it (``rows``)."""
+    read = await _decode_rows(redis, keys, rows, encoding, now)
+    # Ordered by key, whatever order the memories were read in: ranking sees the same list.
     features: list[CandidateFeatures] = []
-    for key in chosen_list:
-        item = items.get(key)
-        if item is None or not filters.admits(item):
-            items.pop(key, None)
+    items: dict[str, Card] = {}
+    no_tf: dict[str, int] = {}
+    admits = filters.admits_card if filters.any else None
+    for key in sorted(read):
+        card, liked, disliked, important, tokens, doc_len = read[key]
+        if admits is not None and not admits(key, card):
             continue
-        fb = item.feedback
+        items[key] = card
         features.append(CandidateFeatures(
-            key, item.updated_at, doc_lens.get(key, 0), tf.get(key, {}), fb.liked, fb.disliked,
-            fb.important, item.type.value, item.tags, token_counts.get(key, 0),
+            key, card.updated_at, doc_len, tf.get(key, no_tf), liked, disliked, important,
+            card.type, card.tags, tokens,
         ))  # fmt: skip
 
-    baseline, estimated = await _baseline(redis, keys, owners, owner_stats, filters,
-                                          chosen_all if enumerate_filtered else None,
+    baseline, estimated = await _baseline(redis, keys, owners, owner_stats, filters, enumerated,
                                           filtered_total, encoding, now)  # fmt: skip
     return Gathered(features, items, stats, baseline, estimated,
-                    considered=len(chosen) + len(stage_one_cut),
+                    considered=chosen + len(stage_one_cut),
                     stage_one_cut=stage_one_cut)  # fmt: skip
 
 
@@ -194,86 +205,67 @@ def _weights(df: dict[str, int], n_docs: int, config: RankingConfig) -> dict[str
     return {t: idf(d, n_docs) * (config.k1 + 1.0) for t, d in df.items()}
 
 
-@dataclass(slots=True)
-class PostingData:
-    """What stage one works from: the owners' most recent memories, each query term's best
-    postings (flat member, score lists), and the recent memories' scores for each term."""
+class _Script:
+    """A Lua script called by its digest, loaded on first use (and again after a restart
+    or a SCRIPT FLUSH): its source, a few kilobytes, is not sent with every recall."""
 
-    recent: set[bytes]
-    postings: list[tuple[str, list[bytes]]]
-    recent_scores: list[tuple[str, list[bytes], list[bytes]]]
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+    async def __call__(self, redis: Redis, args: Sequence[object]) -> Any:
+        try:
+            return await redis.evalsha(self.sha, 0, *args)
+        except NoScriptError:
+            return await redis.eval(self.source, 0, *args)
+
+
+@dataclass(slots=True)
+class Survey:
+    """What the survey script found: the owners' statistics, each (owner, term)'s document
+    frequency, the memories stage one chose (``chosen`` of them; ``rows`` holds those
+    still there, read for stage two), their query-term frequencies, and, for an explain
+    view, the memories stage one cut with their estimates, best first."""
+
+    owner_stats: list[dict[str, int]]
+    df: dict[tuple[str, str], int]
+    chosen: int
+    rows: list[Any]
+    tf: dict[str, dict[str, int]]
+    stage_one_cut: list[tuple[str, float]]
 
 
 async def _survey(
-    redis: Redis, keys: naming.RedisKeys, owners: Sequence[str], terms: Sequence[str]
-) -> tuple[list[dict[str, int]], dict[tuple[str, str], int], PostingData]:
-    """Everything stage one needs in one script call: the owners' statistics, each term's
-    document frequency and best postings, the recent memories and their term scores."""
-    args: list[object] = [POSTINGS_LIMIT, RECENT_LIMIT, len(owners), len(terms)]
+    redis: Redis, keys: naming.RedisKeys, owners: Sequence[str], terms: Sequence[str],
+    keep_n: int, config: RankingConfig, explain: bool, encoding: str,
+) -> Survey:  # fmt: skip
+    args: list[object] = [POSTINGS_LIMIT, RECENT_LIMIT, keep_n, repr(config.k1),
+                          repr(POSTING_TF_SCALE), "1" if explain else "0", f"tk:{encoding}",
+                          keys.item(""), len(owners), len(terms)]  # fmt: skip
     args += [keys.owner_stats(owner) for owner in owners]
     args += [keys.by_time(owner) for owner in owners]
     args += [keys.by_term(owner, term) for owner in owners for term in terms]
-    stats_raw, dfs, recents, postings, recent_scores = await redis.eval(_SURVEY_LUA, 0, *args)
+    stats_raw, dfs, rows, tf_flat, cut_flat, chosen = await _SURVEY(redis, args)
     owner_stats = [
         {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)} for flat in stats_raw
     ]
     df_by_owner_term: dict[tuple[str, str], int] = {}
-    data = PostingData({m for recent in recents for m in recent}, [], [])
     i = 0
-    for o, owner in enumerate(owners):
+    for owner in owners:
         for term in terms:
             df_by_owner_term[(owner, term)] = dfs[i]
-            if dfs[i]:
-                data.postings.append((term, postings[i]))
-                data.recent_scores.append((term, recents[o], recent_scores[i]))
             i += 1
-    return owner_stats, df_by_owner_term, data
-
-
-def _choose(
-    data: PostingData, df: dict[str, int], n_docs: int, config: RankingConfig, keep_n: int,
-    explain: bool, tf: dict[str, dict[str, int]],
-) -> tuple[set[str], list[tuple[str, float]]]:  # fmt: skip
-    """Stage one: estimate every posting's memory from posting data alone (BM25 at the
-    average document length); the best ``keep_n`` and every recent memory go on to stage
-    two. Fills ``tf`` for them. Works on the raw member bytes and decodes only the chosen."""
-    k1 = config.k1
-    weights = {t: idf(d, n_docs) * (k1 + 1.0) for t, d in df.items()}
-    raw_tf: dict[bytes, dict[str, int]] = {}
-    estimate: dict[bytes, float] = {}
-    created: dict[bytes, float] = {}
-    for term, flat in data.postings:
-        weight = weights[term]
-        for member, raw_score in zip(flat[::2], flat[1::2], strict=True):
-            score = float(raw_score)
-            f = int(score // POSTING_TF_SCALE)
-            freqs = raw_tf.get(member)
-            if freqs is None:
-                raw_tf[member] = freqs = {}
-                estimate[member] = 0.0
-                created[member] = score - f * POSTING_TF_SCALE
-            freqs[term] = f
-            estimate[member] += weight * f / (f + k1)
-    for term, members, scores in data.recent_scores:
-        # a recent memory's frequency for a term whose best postings did not include it
-        for member, raw_score in zip(members, scores, strict=True):
-            if raw_score and term not in raw_tf.get(member, ()):
-                raw_tf.setdefault(member, {})[term] = posting_tf(float(raw_score))
-    recent = data.recent
-    if len(estimate) + len(recent) <= keep_n:
-        chosen_raw = set(raw_tf) | recent
-        cut_raw: list[tuple[bytes, float]] = []
-    else:
-        # ties (a common term, tf 1 everywhere) go to the most recently created
-        best = heapq.nlargest(keep_n, estimate, key=lambda m: (estimate[m], created[m], m))
-        chosen_raw = set(best) | recent  # an unmatched query still ranks by recency
-        cut_raw = sorted(((m, e) for m, e in estimate.items() if m not in chosen_raw),
-                         key=lambda pair: (-pair[1], pair[0])) if explain else []  # fmt: skip
-    for member in chosen_raw:
-        freqs = raw_tf.get(member)
-        if freqs:
-            tf[member.decode()] = freqs
-    return {m.decode() for m in chosen_raw}, [(m.decode(), e) for m, e in cut_raw]
+    tf: dict[str, dict[str, int]] = {}
+    for j in range(0, len(tf_flat), 2):
+        pairs = tf_flat[j + 1]
+        tf[tf_flat[j].decode()] = {terms[pairs[p] - 1]: pairs[p + 1]
+                                   for p in range(0, len(pairs), 2)}  # fmt: skip
+    # Best first; ties go to the smaller key, byte for byte (ordered here: a script's
+    # string order would follow the server's locale).
+    cut = sorted(((cut_flat[j], float(cut_flat[j + 1])) for j in range(0, len(cut_flat), 2)),
+                 key=lambda pair: (-pair[1], pair[0]))  # fmt: skip
+    return Survey(owner_stats, df_by_owner_term, chosen, rows, tf,
+                  [(m.decode(), e) for m, e in cut])  # fmt: skip
 
 
 async def _from_filtered_set(
@@ -320,82 +312,354 @@ async def _term_frequencies(
 
 async def fetch_items(
     redis: Redis, tenant: str, keys_: Iterable[str], encoding: str, now: float
-) -> tuple[dict[str, MemoryItem], dict[str, int], dict[str, int]]:
-    """Live memories (feedback included) with their token counts in ``encoding`` and
-    document lengths. A count missing for this encoding is computed and cached."""
+) -> dict[str, Card]:
+    """The recall cards of the live memories among ``keys_``."""
     keys = naming.RedisKeys(tenant)
-    keys_ = list(keys_)
-    token_field = f"tk:{encoding}"
-    flat = await redis.eval(_FETCH_LUA, 0, token_field, *[keys.item(key) for key in keys_])
-    replies = [flat[i : i + 6] for i in range(0, len(flat), 6)]
-    items: dict[str, MemoryItem] = {}
-    tokens: dict[str, int] = {}
-    lens: dict[str, int] = {}
+    rows = await _fetch_rows(redis, keys, keys_, encoding)
+    read = await _decode_rows(redis, keys, rows, encoding, now)
+    return {key: entry[0] for key, entry in read.items()}
+
+
+async def _fetch_rows(
+    redis: Redis, keys: naming.RedisKeys, keys_: Iterable[str], encoding: str
+) -> list[Any]:
+    return await _FETCH(redis, [f"tk:{encoding}", keys.item(""), *keys_])  # type: ignore[no-any-return]
+
+
+_Read = tuple[Card, int, int, int, int, int]  # card, liked, disliked, important, tokens, length
+
+
+async def _decode_rows(
+    redis: Redis, keys: naming.RedisKeys, rows: list[Any], encoding: str, now: float
+) -> dict[str, _Read]:
+    """Live memories from the scripts' rows (see ``_READ_LUA``), with their feedback,
+    their token count in ``encoding`` and their document length. A count missing for
+    this encoding is computed and cached."""
+    out: dict[str, _Read] = {}
     missing: list[tuple[str, int]] = []
-    for key, (data, fl, fd, fi, tk, dl) in zip(keys_, replies, strict=True):
-        if not data:
-            continue
-        item = _ITEM_DECODER.decode(data)
-        if item.expires_at is not None and item.expires_at <= now:
-            continue
-        if fl or fd or fi:
-            item = msgspec.structs.replace(
-                item, feedback=FeedbackCounts(int(fl or 0), int(fd or 0), int(fi or 0))
-            )
-        items[key] = item
-        lens[key] = int(dl or 0)
-        if tk is None:
-            tokens[key] = count_tokens(item.content, encoding)
-            missing.append((key, tokens[key]))
+    decode_item = _ITEM_DECODER.decode
+    # One row is _ROW consecutive values; striding beats slicing row by row.
+    for member, from_card, blob, fl, fd, fi, tk, dl in zip(
+        *(rows[i::_ROW] for i in range(_ROW)), strict=True
+    ):
+        if from_card:
+            card = decode_card(blob)
+            liked = int(fl) if fl else 0
+            disliked = int(fd) if fd else 0
+            important = int(fi) if fi else 0
         else:
-            tokens[key] = int(tk)
+            # No card for this version: the memory whole, as it was stored.
+            item = decode_item(blob)
+            card = card_of(item)
+            if fl or fd or fi:
+                liked, disliked, important = int(fl or 0), int(fd or 0), int(fi or 0)
+            else:
+                fb = item.feedback
+                liked, disliked, important = fb.liked, fb.disliked, fb.important
+        expires_at = card.expires_at
+        if expires_at is not None and expires_at <= now:
+            continue
+        key = member.decode()
+        if tk is None:
+            tokens = count_tokens(card.content, encoding)
+            missing.append((key, tokens))
+        else:
+            tokens = int(tk)
+        out[key] = (card, liked, disliked, important, tokens, int(dl) if dl else 0)
     if missing:
+        token_field = f"tk:{encoding}"
         async with redis.pipeline(transaction=False) as pipe:
             for key, count in missing:
                 # only while the memory exists: never resurrect a hash the reaper removed
                 pipe.eval(_CACHE_TOKENS_LUA, 1, keys.item(key), token_field, count)
             await pipe.execute()
-    return items, tokens, lens
+    return out
 
 
-# ARGV: postings limit, recent limit, owners n, terms m, then n owner-stats keys, n time
-# index keys, n*m term keys (owner-major). Flat replies: redis-py's per-pair score parsing
-# cost more than the rest of a recall. A missing score is '' so every list stays dense.
-_SURVEY_LUA = """
-local limit, nrecent = tonumber(ARGV[1]), tonumber(ARGV[2])
-local n, m = tonumber(ARGV[3]), tonumber(ARGV[4])
-local stats, dfs, recents, postings, rscores = {}, {}, {}, {}, {}
+# Reads one memory for stage two into ``out``, as _ROW values: the key, 1 if the blob is
+# its recall card (0: the memory whole, when no card matches its last write), the blob,
+# the feedback counts, the cached token count, the document length. A tombstone or a
+# missing hash adds nothing.
+_ROW = 8
+_READ_LUA = """
+local function read(out, prefix, member, token_field)
+  local key = prefix .. member
+  local h = redis.call('HMGET', key, '@CARD@', '@CARD_COMMAND@', 'lc', 'fl', 'fd', 'fi',
+                       token_field, 'dl')
+  local from_card, blob = 1, h[1]
+  if not blob or not h[2] or h[2] ~= h[3] then
+    from_card, blob = 0, redis.call('HGET', key, 'd')
+  end
+  if not blob or blob == '' then
+    return
+  end
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = member, from_card, blob, h[4]
+  out[n + 5], out[n + 6], out[n + 7], out[n + 8] = h[5], h[6], h[7], h[8]
+end
+""".replace("@CARD@", CARD_FIELD).replace("@CARD_COMMAND@", CARD_COMMAND_FIELD)
+
+# ARGV: postings limit, recent limit, stage-two size, k1, the posting score's tf scale,
+# explain ('1'/'0'), token field, item key prefix, owners n, terms m, then n owner-stats
+# keys, n time index keys, n*m term keys (owner-major).
+#
+# Stage one estimates every posting's memory with BM25 at the average document length
+# (sum over the query terms of idf * (k1 + 1) * tf / (tf + k1)), and keeps the best
+# (ties: the most recently created, then the greater key byte for byte) and every recent
+# memory. Term frequencies the best postings did not carry are looked up for the recent
+# memories (they are always scored). Estimates add up in the order of the query terms, and
+# a memory's term frequencies are reported in the order they were found: the order
+# ranking then sums them in, so the same data always gives the same doubles.
+#
+# Returns {owner stats (flat HGETALL per owner), df per (owner, term), the chosen memories'
+# rows (see read), their query-term frequencies (key, {term index, tf, ...}), the cut
+# memories with their estimates when explaining (key, '%.17g'), the number chosen}.
+_SURVEY_LUA = _READ_LUA + """
+local call, tonumber, floor = redis.call, tonumber, math.floor
+local limit, nrecent, keep = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local k1, scale, explain = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1'
+local token_field, prefix = ARGV[7], ARGV[8]
+local n, m = tonumber(ARGV[9]), tonumber(ARGV[10])
+local base = 10
+
+local stats, dfs, recents = {}, {}, {}
+local n_docs = 0
 for o = 1, n do
-  stats[o] = redis.call('HGETALL', ARGV[4 + o])
-  local recent = redis.call('ZREVRANGE', ARGV[4 + n + o], 0, nrecent - 1)
-  recents[o] = recent
+  local flat = call('HGETALL', ARGV[base + o])
+  stats[o] = flat
+  for i = 1, #flat, 2 do
+    if flat[i] == 'n' then n_docs = n_docs + tonumber(flat[i + 1]) end
+  end
+  recents[o] = call('ZREVRANGE', ARGV[base + n + o], 0, nrecent - 1)
+end
+local df = {}
+for t = 1, m do df[t] = 0 end
+for o = 1, n do
   for t = 1, m do
     local i = (o - 1) * m + t
-    local key = ARGV[4 + 2 * n + i]
-    dfs[i] = redis.call('ZCARD', key)
-    postings[i] = {}
-    rscores[i] = {}
+    dfs[i] = call('ZCARD', ARGV[base + 2 * n + i])
+    df[t] = df[t] + dfs[i]
+  end
+end
+-- BM25's idf as ranking.idf computes it, times (k1 + 1)
+local docs = math.max(n_docs, 0)
+local weight = {}
+for t = 1, m do
+  local d = math.min(math.max(df[t], 0), docs)
+  weight[t] = math.log(1.0 + (docs - d + 0.5) / (d + 0.5)) * (k1 + 1.0)
+end
+
+-- Memories found in postings are numbered in the order found; per number: the estimate,
+-- the creation time, the posting list first found in and the tf there, and the (term, tf)
+-- pairs found after that. Arrays, not one table per memory: a recall finds hundreds.
+local number, members = {}, {}
+local est, made, first, first_t, first_f, more = {}, {}, {}, {}, {}, {}
+local n_members = 0
+for o = 1, n do
+  for t = 1, m do
+    local i = (o - 1) * m + t
     if dfs[i] > 0 then
-      postings[i] = redis.call('ZREVRANGE', key, 0, limit - 1, 'WITHSCORES')
-      for r = 1, #recent do
-        rscores[i][r] = redis.call('ZSCORE', key, recent[r]) or ''
+      local flat = call('ZREVRANGE', ARGV[base + 2 * n + i], 0, limit - 1, 'WITHSCORES')
+      local w = weight[t]
+      for j = 1, #flat, 2 do
+        local member, score = flat[j], tonumber(flat[j + 1])
+        local f = floor(score / scale)
+        local k = number[member]
+        if k == nil then
+          n_members = n_members + 1
+          k = n_members
+          number[member] = k
+          members[k] = member
+          est[k] = w * f / (f + k1)
+          made[k] = score - f * scale
+          first[k] = i
+          first_t[k] = t
+          first_f[k] = f
+        else
+          est[k] = est[k] + w * f / (f + k1)
+          local x = more[k]
+          if x == nil then
+            more[k] = {t, f}
+          else
+            x[#x + 1] = t
+            x[#x + 1] = f
+          end
+        end
       end
     end
   end
 end
-return {stats, dfs, recents, postings, rscores}
+-- a recent memory's frequency for a term whose best postings did not include it
+local recent, n_recent, recent_only = {}, 0, {}
+for o = 1, n do
+  local owned = recents[o]
+  for _, member in ipairs(owned) do
+    if not recent[member] then
+      recent[member] = true
+      n_recent = n_recent + 1
+    end
+  end
+  if #owned > 0 then
+    for t = 1, m do
+      local i = (o - 1) * m + t
+      if dfs[i] > 0 then
+        local scores = call('ZMSCORE', ARGV[base + 2 * n + i], unpack(owned))
+        for r, member in ipairs(owned) do
+          local score = scores[r]
+          if score then
+            local f = floor(tonumber(score) / scale)
+            local k = number[member]
+            if k == nil then
+              local x = recent_only[member]
+              if x == nil then
+                recent_only[member] = {t, f}
+              else
+                x[#x + 1] = t
+                x[#x + 1] = f
+              end
+            elseif first_t[k] ~= t then
+              local x = more[k]
+              local known = false
+              if x == nil then
+                more[k] = {t, f}
+              else
+                for p = 1, #x, 2 do
+                  if x[p] == t then known = true break end
+                end
+                if not known then
+                  x[#x + 1] = t
+                  x[#x + 1] = f
+                end
+              end
+            end
+          end
+        end
+      end
+    end
+  end
+end
+
+-- The numbers of the keep best by (estimate, created, key), all descending. Estimates take
+-- few distinct values (small term frequencies over a few terms), so the threshold comes
+-- from counting them rather than from sorting.
+local function best()
+  local out = {}
+  if n_members <= keep then
+    for k = 1, n_members do out[k] = k end
+    return out
+  end
+  local count, values = {}, {}
+  for k = 1, n_members do
+    local e = est[k]
+    local c = count[e]
+    if c == nil then
+      values[#values + 1] = e
+      count[e] = 1
+    else
+      count[e] = c + 1
+    end
+  end
+  table.sort(values)
+  local above, threshold = 0, 0
+  for v = #values, 1, -1 do
+    local c = count[values[v]]
+    threshold = values[v]
+    if above + c >= keep then break end
+    above = above + c
+  end
+  local tied = {}
+  for k = 1, n_members do
+    local e = est[k]
+    if e > threshold then out[#out + 1] = k
+    elseif e == threshold then tied[#tied + 1] = k end
+  end
+  local room = keep - above
+  if #tied > room then
+    -- Ties go to the most recently created, then to the greater key. Memories first found
+    -- in the same posting list with the same frequency were found in just that order (a
+    -- list comes by score, then key, descending), which is the usual case.
+    local list_, tf_ = first[tied[1]], first_f[tied[1]]
+    local same = true
+    for _, k in ipairs(tied) do
+      if first[k] ~= list_ or first_f[k] ~= tf_ then same = false break end
+    end
+    if not same then
+      table.sort(tied, function(a, b)
+        local x, y = made[a], made[b]
+        if x ~= y then return x > y end
+        -- byte order, whatever the server's locale (Lua compares strings with strcoll)
+        local p, q = members[a], members[b]
+        for c = 1, math.min(#p, #q) do
+          local u, v = string.byte(p, c), string.byte(q, c)
+          if u ~= v then return u > v end
+        end
+        return #p > #q
+      end)
+    end
+  end
+  for j = 1, math.min(room, #tied) do out[#out + 1] = tied[j] end
+  return out
+end
+
+local chosen, is_chosen = {}, {}
+local everything = n_members + n_recent <= keep
+for _, k in ipairs(best()) do
+  local member = members[k]
+  is_chosen[member] = true
+  chosen[#chosen + 1] = member
+end
+for o = 1, n do
+  for _, member in ipairs(recents[o]) do
+    if not is_chosen[member] then
+      is_chosen[member] = true
+      chosen[#chosen + 1] = member
+    end
+  end
+end
+local cut = {}
+if explain and not everything then
+  for k = 1, n_members do
+    local member = members[k]
+    if not is_chosen[member] then
+      cut[#cut + 1] = member
+      cut[#cut + 1] = string.format('%.17g', est[k])
+    end
+  end
+end
+
+local rows, tfs = {}, {}
+for _, member in ipairs(chosen) do
+  read(rows, prefix, member, token_field)
+  local k = number[member]
+  local tf
+  if k ~= nil then
+    tf = {first_t[k], first_f[k]}
+    local x = more[k]
+    if x ~= nil then
+      for p = 1, #x do tf[p + 2] = x[p] end
+    end
+  else
+    tf = recent_only[member]
+  end
+  if tf ~= nil then
+    tfs[#tfs + 1] = member
+    tfs[#tfs + 1] = tf
+  end
+end
+return {stats, dfs, rows, tfs, cut, #chosen}
 """
 
-# One call for every memory of a recall (a pipeline of HMGETs cost more in redis-py's
-# argument packing than in Redis).
-_FETCH_LUA = """
-local out = {}
-for i = 1, #ARGV - 1 do
-  local r = redis.call('HMGET', ARGV[i + 1], 'd', 'fl', 'fd', 'fi', ARGV[1], 'dl')
-  for j = 1, 6 do out[#out + 1] = r[j] end
+# ARGV: token field, item key prefix, then the keys of the memories to read.
+_FETCH_LUA = _READ_LUA + """
+local rows = {}
+for i = 3, #ARGV do
+  read(rows, ARGV[2], ARGV[i], ARGV[1])
 end
-return out
+return rows
 """
+
+_SURVEY = _Script(_SURVEY_LUA)
+_FETCH = _Script(_FETCH_LUA)
 
 _CACHE_TOKENS_LUA = """
 if redis.call('HSTRLEN', KEYS[1], 'd') > 0 then

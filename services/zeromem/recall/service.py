@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 from redis.asyncio import Redis
 
+from zeromem.recall.card import Card, card_of
 from zeromem.recall.packing import PackItem, pack
 from zeromem.recall.ranking import (
     ByTag,
@@ -31,8 +32,8 @@ from zeromem.recall.tokens import token_counter
 from zeromem.recall.usage import UsageLedger
 from zeromem.schemas import (
     Candidate,
-    MemoryItem,
     MemoryKey,
+    MemoryType,
     RecalledMemory,
     RecallReply,
     RecallRequest,
@@ -98,9 +99,20 @@ class RecallService:
 
     async def recall(self, request: RecallRequest) -> RecallReply:
         started = time.perf_counter()
-        reply = await self._recall(request)
+        reply = await self.answer(request)
+        self.answered(request, reply, time.perf_counter() - started)
+        return reply
+
+    async def answer(self, request: RecallRequest) -> RecallReply:
+        """The reply alone. A caller that sends it on must then call ``answered``: the
+        responder does so after sending, so the metrics, the usage ledger and the audit
+        record of the read never delay a reply."""
+        return await self._recall(request)
+
+    def answered(self, request: RecallRequest, reply: RecallReply, elapsed_s: float) -> None:
+        """Record an answered recall: metrics, usage, and the ``on_read`` hook."""
         self.telemetry.record_recall(request.tenant, request.reader, reply.tokens,
-                                     reply.baseline_tokens, time.perf_counter() - started)  # fmt: skip
+                                     reply.baseline_tokens, elapsed_s)  # fmt: skip
         self.usage.record(request.tenant, request.reader, reply.tokens, reply.baseline_tokens,
                           request.history_tokens)  # fmt: skip
         if request.history_tokens:
@@ -108,7 +120,6 @@ class RecallService:
                                               attributes(request.tenant, request.reader))  # fmt: skip
         if self.on_read is not None:
             self.on_read(request, reply)
-        return reply
 
     async def _recall(self, request: RecallRequest) -> RecallReply:
         now = time.time()
@@ -145,7 +156,7 @@ class RecallService:
             for features in extra:
                 if features.key not in gathered.items:  # a live memory shadows its archive
                     gathered.features.append(features)
-                    gathered.items[features.key] = archived[features.key]
+                    gathered.items[features.key] = card_of(archived[features.key])
         ranking = score_candidates(gathered.features, query_terms, gathered.stats, now,
                                    self.config, strategy)  # fmt: skip
 
@@ -154,18 +165,19 @@ class RecallService:
         # would cost tokens and tell the model nothing. An empty query ranks by recency.
         k = request.k if ranking.relevance_mode or not query_terms else 0
         await self._prefetch_references(request, ranking, items, now)
-        result = pack(ranking, k, request.budget, lambda key: _pack_item(items.get(key)),
+        result = pack(ranking, k, request.budget, lambda key: _pack_item(key, items.get(key)),
                       count)  # fmt: skip
 
         memories = []
         for packed in result.kept:
-            item = items[packed.item.key]
+            key = packed.item.key
+            card = items[key]
             scored = packed.candidate  # None for a memory pulled in as a reference
             memories.append(RecalledMemory(
-                key=item.key, content=item.content, type=item.type, created_at=item.created_at,
-                updated_at=item.updated_at, version=item.version,
+                key=key, content=card.content, type=MemoryType(card.type),
+                created_at=card.created_at, updated_at=card.updated_at, version=card.version,
                 score=round(scored.score, 6) if scored else 0.0, tokens=packed.tokens,
-                via=packed.via, archived=item.archived_at is not None,
+                via=packed.via, archived=card.archived,
             ))  # fmt: skip
         candidates: tuple[Candidate, ...] = ()
         if request.explain:
@@ -182,19 +194,22 @@ class RecallService:
         )
 
     async def _prefetch_references(
-        self, request: RecallRequest, ranking, items: dict[str, MemoryItem], now: float
+        self, request: RecallRequest, ranking, items: dict[str, Card], now: float
     ) -> None:  # type: ignore[no-untyped-def]
         """Fetch the memories the best candidates reference (two links deep), so the packer
         can pull them in; they may lie outside the scope."""
-        frontier = {ref for c in ranking[: request.k * 4] for ref in items[c.key].references}
+        if not any(card.references for card in items.values()):
+            return  # the usual case: nothing to look up, nor to order the ranking for
+        top = range(min(request.k * 4, len(ranking)))
+        frontier = {ref for i in top for ref in items[ranking.key_at(i)].references}
         for _depth in range(2):
             wanted = sorted(ref for ref in frontier if ref not in items)
             if not wanted:
                 return
-            fetched, _, _ = await fetch_items(self.redis, request.tenant, wanted,
-                                              request.encoding, now)  # fmt: skip
+            fetched = await fetch_items(self.redis, request.tenant, wanted, request.encoding,
+                                        now)  # fmt: skip
             items.update(fetched)
-            frontier = {ref for item in fetched.values() for ref in item.references}
+            frontier = {ref for card in fetched.values() for ref in card.references}
 
     @staticmethod
     def _explain(ranking, result, gathered) -> tuple[Candidate, ...]:  # type: ignore[no-untyped-def]
@@ -217,7 +232,7 @@ class RecallService:
         return tuple(out)
 
 
-def _pack_item(item: MemoryItem | None) -> PackItem | None:
-    if item is None:
+def _pack_item(key: str, card: Card | None) -> PackItem | None:
+    if card is None:
         return None
-    return PackItem(item.key, item.content, item.type.value, item.updated_at, item.references)
+    return PackItem(key, card.content, card.type, card.updated_at, card.references)

@@ -22,6 +22,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable
+from functools import lru_cache
 
 import tiktoken
 
@@ -118,10 +119,24 @@ def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     return len(get_encoding(encoding).encode_ordinary(text))
 
 
+COUNT_CACHE_SIZE = 1 << 14  # texts whose counts a counter remembers, per encoding
+
+_counters: dict[str, Callable[[str], int]] = {}
+
+
 def token_counter(encoding: str = DEFAULT_ENCODING) -> Callable[[str], int]:
-    """A ``count(text) -> int`` bound to one encoding, for hot loops (the packer)."""
-    encode = get_encoding(encoding).encode_ordinary
-    return lambda text: len(encode(text))
+    """A ``count(text) -> int`` bound to one encoding, for hot loops (the packer).
+
+    Counts are remembered (least recently used out first): recalls render the same
+    memories' lines over and over, a count is a function of the text alone, and a lookup
+    costs a hundredth of an encode."""
+    counter = _counters.get(encoding)
+    if counter is None:
+        encode = get_encoding(encoding).encode_ordinary
+        counter = lru_cache(maxsize=COUNT_CACHE_SIZE)(lambda text: len(encode(text)))
+        with _lock:
+            counter = _counters.setdefault(encoding, counter)
+    return counter
 
 
 def is_available(name: str) -> bool:

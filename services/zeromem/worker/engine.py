@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from zeromem import naming
+from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, encode_card
 from zeromem.schemas import (
     Applied,
     Archive,
@@ -204,7 +205,7 @@ class Engine:
         base.item = item
         base.content_changed = stored is None or stored.content != new.content
         base.clears_expiry = stored is None and state.version > 0
-        base.ops = self._write_ops(command.tenant, key, stored, new)
+        base.ops = self._write_ops(command.tenant, key, stored, new, command.id)
         if expired:
             item_key = redis_keys(command.tenant).item(key)
             base.ops += [(HDEL, item_key, f, "") for f in FEEDBACK_FIELDS.values()]
@@ -354,7 +355,8 @@ class Engine:
         base.content_changed = False
         base.clears_expiry = False
         base.ops = [(ZADD, keys.expiring(), expires_at, key),
-                    (SADD, naming.EXPIRING_TENANTS_KEY, command.tenant, "")]  # fmt: skip
+                    (SADD, naming.EXPIRING_TENANTS_KEY, command.tenant, ""),
+                    *_card_ops(keys.item(key), item, command.id)]  # fmt: skip
         state.item, state.last_command = item, command.id
         return base
 
@@ -381,7 +383,7 @@ class Engine:
         base.item = msgspec.structs.replace(new, feedback=feedback)
         base.content_changed = True
         base.clears_expiry = True
-        base.ops = self._write_ops(command.tenant, key, None, new)
+        base.ops = self._write_ops(command.tenant, key, None, new, command.id)
         base.ops += self._unarchive_ops(command.tenant, key)
         for kind, field_ in FEEDBACK_FIELDS.items():
             count = getattr(feedback, kind)
@@ -507,10 +509,13 @@ class Engine:
                 "tok": sign * doc.tokens, f"tok:{type_}": sign * doc.tokens}  # fmt: skip
 
     def _write_ops(
-        self, tenant: str, key: str, old: MemoryItem | None, new: MemoryItem
-    ) -> list[IndexOp]:
+        self, tenant: str, key: str, old: MemoryItem | None, new: MemoryItem,
+        command_id: str = "",
+    ) -> list[IndexOp]:  # fmt: skip
         if old is not None and _same_index_shape(old, new):
-            # The common rewrite (a status, a counter): only the memory's time moves.
+            # The common rewrite (a status, a counter): only the memory's time moves. The
+            # recall card is left as it was: it names an older command, so recall knows
+            # not to trust it and reads the memory whole.
             return [(ZADD, redis_keys(tenant).by_time(_owner(key)), new.updated_at, key)]
         new_doc = self.analyse(new)
         new_entries = self._entries(tenant, key, new, new_doc)
@@ -536,6 +541,8 @@ class Engine:
         item_key = naming.RedisKeys(tenant).item(key)
         ops.append((HSET, item_key, "dl", new_doc.length))
         ops.append((HSET, item_key, self.token_field, new_doc.tokens))
+        if command_id:
+            ops += _card_ops(item_key, new, command_id)
         if new.expires_at is not None:
             ops.append((SADD, naming.EXPIRING_TENANTS_KEY, tenant, ""))
         return ops
@@ -569,6 +576,12 @@ def _same_index_shape(old: MemoryItem, new: MemoryItem) -> bool:
         and old.created_at == new.created_at
         and old.expires_at == new.expires_at
     )
+
+
+def _card_ops(item_key: str, item: MemoryItem, command_id: str) -> list[IndexOp]:
+    # Feedback is not on the card (it has its own fields), so a copy without it is the same.
+    return [(HSET, item_key, CARD_FIELD, encode_card(item)),
+            (HSET, item_key, CARD_COMMAND_FIELD, command_id)]  # fmt: skip
 
 
 def _removals(

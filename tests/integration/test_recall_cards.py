@@ -1,0 +1,245 @@
+"""Recall's read path against real servers: the recall cards the workers write, and the
+stage-one selection the survey script makes, checked against a plain Python model of it."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import random
+from collections.abc import AsyncIterator, Sequence
+
+import pytest
+from redis.asyncio import Redis
+
+from zeromem import naming
+from zeromem.bus import connect_redis
+from zeromem.recall import retrieve
+from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, decode_card, encode_card
+from zeromem.recall.ranking import RankingConfig, idf
+from zeromem.recall.retrieve import POSTINGS_LIMIT, RECENT_LIMIT
+from zeromem.recall.text import terms
+from zeromem.schemas import MemoryItem, MemoryType
+from zeromem.sdk import MemoryClient
+from zeromem.settings import Settings
+from zeromem.worker.engine import POSTING_TF_SCALE, posting_score, posting_tf
+
+
+@pytest.fixture
+async def redis(running: Settings) -> AsyncIterator[Redis]:
+    client = connect_redis(running)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def card_state(redis: Redis, tenant: str, key: str) -> tuple[bytes | None, bool]:
+    """The stored card, and whether it describes the memory's last write."""
+    card, command, last = await redis.hmget(naming.RedisKeys(tenant).item(key), CARD_FIELD,
+                                            CARD_COMMAND_FIELD, "lc")  # fmt: skip
+    return card, card is not None and command == last
+
+
+async def test_the_card_follows_every_write(client: MemoryClient, redis: Redis) -> None:
+    key = "user:c1:plan"
+    await client.put(key, {"step": 1}, content="migrate the billing database", tags=("ops",),
+                     wait="applied")  # fmt: skip
+    card, valid = await card_state(redis, client.tenant, key)
+    assert valid and card is not None
+    assert decode_card(card).content == "migrate the billing database"
+    assert decode_card(card).tags == ("ops",)
+
+    # Same content, tags and type: the worker only moves the time index, the card names an
+    # older command, and recall reads the memory whole.
+    await client.patch(key, {"step": 2}, wait="applied")
+    _, valid = await card_state(redis, client.tenant, key)
+    assert not valid
+    reply = await client.recall("billing database", owners=["user:c1"], k=1)
+    current = await client.get(key)
+    assert [(m.key, m.version, m.updated_at) for m in reply.memories] == [
+        (key, 2, current.updated_at)]
+
+    await client.patch(key, {"step": 3}, content="migrate the billing database tonight",
+                       tags=("ops", "urgent"), wait="applied")  # fmt: skip
+    card, valid = await card_state(redis, client.tenant, key)
+    assert valid and card is not None and decode_card(card).version == 3
+    reply = await client.recall("billing tonight", owners=["user:c1"], k=1)
+    assert reply.memories[0].version == 3 and "tonight" in reply.context
+    only_urgent = await client.recall("billing", owners=["user:c1"], tags=["urgent"], k=1)
+    assert [m.key for m in only_urgent.memories] == [key]
+
+
+async def test_removed_and_expired_memories_are_never_recalled(client: MemoryClient,
+                                                               redis: Redis) -> None:  # fmt: skip
+    for name in ("deleted", "expiring", "archived", "kept"):
+        await client.put(f"user:c2:{name}", 1, content=f"quarterly report draft {name}",
+                         wait="applied")  # fmt: skip
+    await client.delete("user:c2:deleted", wait="applied")
+    await client.expire("user:c2:expiring", 0.3, wait="applied")
+    await client.archive("user:c2", older_than=4_000_000_000.0, prefix="user:c2:archived",
+                         wait="applied")  # fmt: skip
+    assert (await card_state(redis, client.tenant, "user:c2:deleted"))[0] is None
+    assert (await card_state(redis, client.tenant, "user:c2:archived"))[0] is None
+    await asyncio.sleep(0.4)  # past the expiry, whether or not the reaper came by
+    for explain in (False, True):
+        reply = await client.recall("quarterly report draft", owners=["user:c2"], k=10,
+                                    explain=explain)  # fmt: skip
+        assert [m.key for m in reply.memories] == ["user:c2:kept"]
+        assert {c.key for c in reply.candidates} <= {"user:c2:kept"}
+
+
+async def test_a_memory_without_a_current_card_is_read_whole(client: MemoryClient,
+                                                             redis: Redis) -> None:  # fmt: skip
+    for i in range(6):
+        await client.put(f"user:c3:m{i}", i, content=f"sailing lesson {i} at the harbour",
+                         type="task_state" if i % 2 else "fact", tags=(f"t{i % 3}",),
+                         references=(f"user:c3:m{i - 1}",) if i else (),
+                         wait="applied")  # fmt: skip
+    await client.feedback("user:c3:m2", "liked", wait="applied")
+
+    async def recall() -> tuple[object, ...]:
+        reply = await client.recall("sailing harbour lesson", owners=["user:c3"], k=3,
+                                    explain=True)  # fmt: skip
+        return reply.memories, reply.context, reply.tokens, reply.candidates
+
+    with_cards = await recall()
+    item_key = naming.RedisKeys(client.tenant).item
+    # as a memory written before cards existed
+    await redis.hdel(item_key("user:c3:m2"), CARD_FIELD, CARD_COMMAND_FIELD)
+    # a card that does not describe the last write: never trusted
+    stale = MemoryItem(key="user:c3:m4", value=0, content="something else entirely",
+                       type=MemoryType.FACT, created_at=1.0, updated_at=1.0, version=99)
+    await redis.hset(item_key("user:c3:m4"), mapping={CARD_FIELD: encode_card(stale),
+                                                      CARD_COMMAND_FIELD: "another-command"})
+    assert await recall() == with_cards
+
+
+async def test_explain_lists_every_candidate_with_its_scores(client: MemoryClient) -> None:
+    rng = random.Random(3)
+    words = ["river", "stone", "lantern", "harbour", "copper", "meadow"]
+    for i in range(60):
+        await client.put(f"user:c4:m{i}", i, content=" ".join(rng.choices(words, k=4)),
+                         wait="applied" if i == 59 else "none")  # fmt: skip
+    reply = await client.recall("river stone", owners=["user:c4"], k=1, explain=True)
+    keys = [c.key for c in reply.candidates]
+    assert len(keys) == len(set(keys))
+    matching = {f"user:c4:m{i}" for i in range(60)}
+    assert set(keys) <= matching
+    stage_one = [c for c in reply.candidates if "stage one" in c.decision]
+    exact = [c for c in reply.candidates if "stage one" not in c.decision]
+    assert len(exact) >= retrieve.STAGE_TWO_MIN and stage_one
+    assert [c.decision for c in exact].count("kept") == 1
+    for c in exact:
+        assert c.score == pytest.approx(c.relevance * c.decay * c.feedback, rel=1e-5)
+    scores = [c.score for c in stage_one]
+    assert scores == sorted(scores, reverse=True)
+
+
+# --- stage one against a model of it ----------------------------------------------------
+
+
+async def model_stage_one(
+    redis: Redis, keys: naming.RedisKeys, owners: Sequence[str], query_terms: Sequence[str],
+    keep_n: int, k1: float,
+) -> tuple[set[str], list[tuple[str, float]], dict[str, list[tuple[str, int]]]]:  # fmt: skip
+    """Stage one written plainly: what the survey script must choose."""
+    n_docs = 0
+    for owner in owners:
+        n_docs += int(await redis.hget(keys.owner_stats(owner), "n") or 0)
+    df = {(o, t): await redis.zcard(keys.by_term(o, t)) for o in owners for t in query_terms}
+    weight = {t: idf(sum(df[(o, t)] for o in owners), n_docs) * (k1 + 1.0) for t in query_terms}
+    recents = {o: await redis.zrevrange(keys.by_time(o), 0, RECENT_LIMIT - 1) for o in owners}
+    freqs: dict[bytes, dict[str, int]] = {}
+    estimate: dict[bytes, float] = {}
+    created: dict[bytes, float] = {}
+    for owner in owners:
+        for term in query_terms:
+            if df[(owner, term)]:
+                postings = await redis.zrevrange(keys.by_term(owner, term), 0,
+                                                 POSTINGS_LIMIT - 1, withscores=True)  # fmt: skip
+                for member, score in postings:
+                    f = int(score // POSTING_TF_SCALE)
+                    if member not in estimate:
+                        estimate[member] = 0.0
+                        created[member] = score - f * POSTING_TF_SCALE
+                    freqs.setdefault(member, {})[term] = f
+                    estimate[member] += weight[term] * f / (f + k1)
+    for owner in owners:
+        for term in query_terms:
+            if df[(owner, term)]:
+                for member in recents[owner]:
+                    score = await redis.zscore(keys.by_term(owner, term), member)
+                    if score is not None and term not in freqs.get(member, {}):
+                        freqs.setdefault(member, {})[term] = posting_tf(score)
+    recent = {m for ms in recents.values() for m in ms}
+    cut: list[tuple[bytes, float]] = []
+    if len(estimate) + len(recent) <= keep_n:
+        chosen = set(freqs) | recent
+    else:
+        best = heapq.nlargest(keep_n, estimate, key=lambda m: (estimate[m], created[m], m))
+        chosen = set(best) | recent
+        cut = sorted(((m, e) for m, e in estimate.items() if m not in chosen),
+                     key=lambda pair: (-pair[1], pair[0]))  # fmt: skip
+    tf = {m.decode(): list(freqs[m].items()) for m in chosen if freqs.get(m)}
+    return {m.decode() for m in chosen}, [(m.decode(), e) for m, e in cut], tf
+
+
+async def assert_survey_matches_the_model(
+    redis: Redis, tenant: str, owners: Sequence[str], query: str, keep_n: int
+) -> None:
+    keys = naming.RedisKeys(tenant)
+    query_terms = list(dict.fromkeys(terms(query)))
+    config = RankingConfig()
+    chosen, cut, tf = await model_stage_one(redis, keys, owners, query_terms, keep_n, config.k1)
+    survey = await retrieve._survey(redis, keys, owners, query_terms, keep_n, config, True,
+                                    "cl100k_base")  # fmt: skip
+    read = {survey.rows[i].decode() for i in range(0, len(survey.rows), retrieve._ROW)}
+    assert survey.chosen == len(chosen), query
+    assert read == chosen, query
+    assert survey.stage_one_cut == cut, query
+    assert {k: list(v.items()) for k, v in survey.tf.items()} == tf, query
+
+
+async def test_stage_one_chooses_what_the_model_chooses(client: MemoryClient,
+                                                        redis: Redis) -> None:  # fmt: skip
+    rng = random.Random(11)
+    words = [f"w{i}" for i in range(12)]
+    for owner in ("user:s1", "user:s2"):
+        for i in range(140):
+            content = " ".join(rng.choice(words[: rng.randint(2, 12)]) for _ in range(5))
+            await client.put(f"{owner}:m{i}", i, content=content,
+                             wait="applied" if i == 139 else "none")  # fmt: skip
+    for query in ("w0", "w0 w1", "w1 w5 w11", "w3 w3 w0 w7", "w11", "nothing", ""):
+        for owners in (["user:s1"], ["user:s1", "user:s2"]):
+            for keep_n in (8, 32, 200):
+                await assert_survey_matches_the_model(redis, client.tenant, owners, query, keep_n)
+
+
+async def test_stage_one_breaks_ties_byte_for_byte(redis: Redis, tenant: str) -> None:
+    """Postings written directly, with created times from a tiny set so whole groups of
+    memories tie on estimate and creation time, under keys whose byte order differs from
+    any locale's collation."""
+    keys = naming.RedisKeys(tenant)
+    rng = random.Random(5)
+    names = ["a", "B", "b", "Z", "é", "É", "ß", "z9", "Z10", "_x", "-y", "中文", "m"]
+    for owner in ("user:t1", "user:t2"):
+        members = [f"{owner}:{name}{i}" for name in names for i in range(6)]
+        async with redis.pipeline(transaction=False) as pipe:
+            pipe.hset(keys.owner_stats(owner), mapping={"n": len(members), "len": 5 * len(members)})
+            for n, member in enumerate(members):
+                created = 1_700_000_000.0 + rng.choice((0.0, 0.0, 0.5, 1.25))
+                pipe.zadd(keys.by_time(owner), {member: created + n})
+                for term in rng.sample(["alpha", "beta", "gamma"], rng.randint(1, 3)):
+                    pipe.zadd(keys.by_term(owner, term),
+                              {member: posting_score(rng.choice((1, 1, 1, 2)), created)})
+                item = MemoryItem(key=member, value=n, content=f"memory {n}",
+                                  type=MemoryType.FACT, created_at=created,
+                                  updated_at=created + n, version=1)  # fmt: skip
+                pipe.hset(keys.item(member), mapping={"v": 1, "d": b"-", "lc": "c",
+                                                      CARD_FIELD: encode_card(item),
+                                                      CARD_COMMAND_FIELD: "c"})  # fmt: skip
+            await pipe.execute()
+    for query in ("alpha", "alpha beta", "gamma beta alpha", "beta"):
+        for owners in (["user:t1"], ["user:t1", "user:t2"]):
+            for keep_n in (1, 5, 17, 40):
+                await assert_survey_matches_the_model(redis, tenant, owners, query, keep_n)
