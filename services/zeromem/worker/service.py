@@ -16,8 +16,9 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 from nats.aio.client import Client as NatsClient
@@ -172,6 +173,10 @@ class WorkerService:
         # Per shard, until when (monotonic) the lease is known to be ours without asking.
         self._lease_sure_until: dict[int, float] = {}
         self._tenures = 0  # leases taken so far: names each tenure's consumer
+        # What one message this worker publishes may carry: the broker's limit (1 MiB by
+        # default), less room for headers and the envelope.
+        self._payload_limit = max(64 * 1024,
+                                  (getattr(nc, "max_payload", 0) or 1024 * 1024) - 64 * 1024)
         self._consumers: dict[int, str] = {}  # per owned shard, the consumer it reads
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -278,7 +283,10 @@ class WorkerService:
         self._consumers[shard] = consumer
         feed = await PullFeed(self.nc, naming.COMMAND_STREAM, consumer).start()
         keeper = asyncio.create_task(self._keep_lease(shard))
-        batch_size = fetch_size = self.settings.batch_size
+        batch_size = self.settings.batch_size
+        # Start small: until a fetch shows how many commands a message carries here, a full
+        # fetch of batch messages could bring a hundred times ``batch_size`` commands.
+        fetch_size = max(1, batch_size // 16)
         try:
             self._lease_sure_until[shard] = time.monotonic() + self.settings.lease_ttl_s / 2
             while not self._stopping.is_set():
@@ -417,12 +425,17 @@ class WorkerService:
         acks = []
         last_sequence = batch[-1].sequence if batch else 0
         for tenant, entries in by_tenant.items():
-            acks.append(await self.js.publish_async(
-                naming.audit_write_subject(tenant, shard),
-                _encode(AuditBatch(entries=tuple(entries))),  # type: ignore[arg-type]
+            # Several messages when one would pass the broker's payload limit (a batch of
+            # batch messages can hold thousands of commands).
+            parts = _fit(entries, lambda part: _encode(AuditBatch(entries=tuple(part))),  # type: ignore[arg-type]
+                         self._payload_limit)  # fmt: skip
+            for n, data in enumerate(parts):
                 # a batch retried after a lost ack is recorded once
-                headers={naming.MSG_ID_HEADER: f"audit-{tenant}-{shard}-{last_sequence}"},
-            ))  # fmt: skip
+                once = f"audit-{tenant}-{shard}-{last_sequence}" + (f"-{n}" if n else "")
+                acks.append(await self.js.publish_async(
+                    naming.audit_write_subject(tenant, shard), data,
+                    headers={naming.MSG_ID_HEADER: once},
+                ))  # fmt: skip
         return acks
 
     async def _apply(self, shard: int, batch: list[_Admitted]) -> list[Result | None]:
@@ -824,15 +837,22 @@ class WorkerService:
             headers = item.msg.headers
             if headers and (reply_to := headers.get(reply_header)):
                 await publish(reply_to, data)
+        limit = self._payload_limit
         for (tenant, namespace, owner_id), encoded in by_owner.items():
             subject = naming.change_subject(tenant, shard, namespace, owner_id)
-            for start in range(0, len(encoded), naming.MAX_BATCH_RESULTS):
-                chunk = encoded[start:start + naming.MAX_BATCH_RESULTS]
-                if len(chunk) == 1:
-                    await publish(subject, chunk[0])
-                else:
-                    await publish(subject, encode_batch(chunk),
-                                  headers={naming.BATCH_HEADER: str(len(chunk))})  # fmt: skip
+            chunk: list[bytes] = []
+            size = 0
+            for data in encoded + [b""]:  # b"": the end, sends the last chunk
+                if chunk and (not data or len(chunk) == naming.MAX_BATCH_RESULTS
+                              or size + len(data) > limit):  # fmt: skip
+                    if len(chunk) == 1:
+                        await publish(subject, chunk[0])
+                    else:
+                        await publish(subject, encode_batch(chunk),
+                                      headers={naming.BATCH_HEADER: str(len(chunk))})  # fmt: skip
+                    chunk, size = [], 0
+                chunk.append(data)
+                size += len(data)
 
     async def _dead_letter(self, shard: int, dead: list[_Dead]) -> None:
         now = time.time()
@@ -842,10 +862,14 @@ class WorkerService:
             where = f"seq {seq}" if letter.index is None else f"seq {seq} (batch index {letter.index})"
             log.warning("dead-lettered command at %s on %s: %s", where, msg.subject, letter.reason[:300])
             once = f"dead-{seq}" if letter.index is None else f"dead-{seq}-{letter.index}"
+            raw, reason = letter.raw, letter.reason
+            if len(raw) > self._payload_limit:  # kept whole it could not be stored at all
+                reason += f" (raw bytes cut to the first {self._payload_limit} of {len(raw)})"
+                raw = raw[: self._payload_limit]
             acks.append(
                 await self.js.publish_async(
                     naming.dead_letter_subject(shard),
-                    encode(DeadLetter(reason=letter.reason, subject=msg.subject, raw=letter.raw,
+                    encode(DeadLetter(reason=reason, subject=msg.subject, raw=raw,
                                       received_at=now, stream_seq=seq,
                                       batch_index=letter.index)),  # fmt: skip
                     headers={naming.DEAD_REASON_HEADER: letter.reason[:200].replace("\n", " "),
@@ -908,6 +932,16 @@ def _coalesce_feedback(
 
 
 _encode = msgspec.msgpack.Encoder().encode  # schemas.encode's bytes, one call less
+
+
+def _fit(items: list[Any], encode_part: Callable[[list[Any]], bytes], limit: int) -> list[bytes]:
+    """``items`` encoded as one message, or halved until each part fits in ``limit`` bytes
+    (one item too large on its own goes as it is: the broker then refuses it loudly)."""
+    data = encode_part(items)
+    if len(data) <= limit or len(items) < 2:
+        return [data]
+    half = len(items) // 2
+    return _fit(items[:half], encode_part, limit) + _fit(items[half:], encode_part, limit)
 
 
 def stream_position(reply: str) -> tuple[int, float]:

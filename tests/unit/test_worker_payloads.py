@@ -1,0 +1,17 @@
+"""What the worker publishes stays under the broker's payload limit."""
+
+from __future__ import annotations
+
+from zeromem.worker.service import _fit
+
+
+def test_fit_keeps_one_message_when_it_fits_and_halves_until_each_part_does() -> None:
+    def encode(part: list[bytes]) -> bytes:
+        return b"".join(part)
+
+    items = [bytes([i]) * 100 for i in range(10)]
+    assert _fit(items, encode, 10_000) == [encode(items)]
+    parts = _fit(items, encode, 250)
+    assert b"".join(parts) == encode(items)  # nothing lost, order kept
+    assert all(len(p) <= 250 for p in parts)
+    assert _fit([b"x" * 500], encode, 250) == [b"x" * 500]  # alone and too big: as it is
