@@ -155,7 +155,7 @@ async def open_shard_consumer(js: JetStreamContext, settings: Settings, shard: i
     before acknowledging them: they come again, are recognised by their command ids, and
     their results go out as they never did)."""
     name = naming.shard_consumer(shard, tenure)
-    earlier = [info for info in await js.consumers_info(naming.COMMAND_STREAM)
+    earlier = [info for info in await _command_consumers(js)
                if naming.shard_of_consumer(info.name) == shard]  # fmt: skip
     after = min([applied_through] + [i.ack_floor.stream_seq for i in earlier if i.ack_floor])
     await js.add_consumer(naming.COMMAND_STREAM, shard_consumer_config(settings, name, shard, after))
@@ -165,12 +165,22 @@ async def open_shard_consumer(js: JetStreamContext, settings: Settings, shard: i
     return name
 
 
+async def _command_consumers(js: JetStreamContext) -> list[ConsumerInfo]:
+    # The server lists consumers a page (256) at a time.
+    found: list[ConsumerInfo] = []
+    while True:
+        page = await js.consumers_info(naming.COMMAND_STREAM, offset=len(found) or None)
+        found += page
+        if len(page) < 256:
+            return found
+
+
 async def shard_backlogs(js: JetStreamContext, shards: int) -> dict[int, int | None]:
     """Commands each shard's current consumer has not had acknowledged (pending plus in
     flight). None where no consumer reads the shard yet but the stream holds commands for
     it: how many of those are applied only the next owner will know."""
     newest: dict[int, ConsumerInfo] = {}
-    for info in await js.consumers_info(naming.COMMAND_STREAM):
+    for info in await _command_consumers(js):
         shard = naming.shard_of_consumer(info.name)
         if shard is None or shard >= shards:
             continue
