@@ -158,7 +158,8 @@ async def open_shard_consumer(js: JetStreamContext, settings: Settings, shard: i
     earlier = [info for info in await _command_consumers(js)
                if naming.shard_of_consumer(info.name) == shard]  # fmt: skip
     after = min([applied_through] + [i.ack_floor.stream_seq for i in earlier if i.ack_floor])
-    await js.add_consumer(naming.COMMAND_STREAM, shard_consumer_config(settings, name, shard, after))
+    config = shard_consumer_config(settings, name, shard, after)
+    await js.add_consumer(naming.COMMAND_STREAM, config)
     for info in earlier:
         with contextlib.suppress(NotFoundError):
             await js.delete_consumer(naming.COMMAND_STREAM, info.name)
@@ -189,7 +190,8 @@ async def shard_backlogs(js: JetStreamContext, shards: int) -> dict[int, int | N
     backlogs: dict[int, int | None] = {}
     for shard in range(shards):
         if shard in newest:
-            backlogs[shard] = (newest[shard].num_pending or 0) + (newest[shard].num_ack_pending or 0)
+            info = newest[shard]
+            backlogs[shard] = (info.num_pending or 0) + (info.num_ack_pending or 0)
             continue
         state = (await js.stream_info(naming.COMMAND_STREAM,
                                       subjects_filter=naming.shard_filter_subject(shard))).state

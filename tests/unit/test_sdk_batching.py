@@ -17,7 +17,9 @@ class RecordingAcks:
     async def ready(self) -> None:
         await asyncio.sleep(0)  # may yield, as the real one does under back-pressure
 
-    async def send(self, subject: str, payload: bytes, headers: dict[str, str], commands: int = 1) -> None:
+    async def send(
+        self, subject: str, payload: bytes, headers: dict[str, str], commands: int = 1
+    ) -> None:
         self.sent.append((subject, payload, headers, commands))
 
 

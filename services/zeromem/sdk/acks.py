@@ -41,13 +41,16 @@ class AckCounter:
         connection's buffer before yielding to the event loop, so messages sent one after
         another in a task go out in that order."""
         if self._sub is None:
-            self._sub = await self.nc.subscribe(f"{self.subject}.*", cb=self._on_ack,
-                                                pending_msgs_limit=4 * self.max_pending)  # fmt: skip
+            self._sub = await self.nc.subscribe(
+                f"{self.subject}.*", cb=self._on_ack, pending_msgs_limit=4 * self.max_pending
+            )
         while self.pending >= self.max_pending:  # back-pressure: JetStream is behind
             self._room.clear()
             await self._room.wait()
 
-    async def send(self, subject: str, payload: bytes, headers: dict[str, str], commands: int = 1) -> None:
+    async def send(
+        self, subject: str, payload: bytes, headers: dict[str, str], commands: int = 1
+    ) -> None:
         self.pending += 1
         self.pending_commands += commands
         self._drained.clear()

@@ -278,8 +278,8 @@ class WorkerService:
         # commit any more (fenced), so nothing moves it but this worker from here on.
         after = await self.load_floor(shard)
         self._tenures += 1
-        consumer = await open_shard_consumer(self.js, self.settings, shard,
-                                             f"{self.token[:12]}{self._tenures}", after)  # fmt: skip
+        tenure = f"{self.token[:12]}{self._tenures}"
+        consumer = await open_shard_consumer(self.js, self.settings, shard, tenure, after)
         self._consumers[shard] = consumer
         feed = await PullFeed(self.nc, naming.COMMAND_STREAM, consumer).start()
         keeper = asyncio.create_task(self._keep_lease(shard))
@@ -842,7 +842,7 @@ class WorkerService:
             subject = naming.change_subject(tenant, shard, namespace, owner_id)
             chunk: list[bytes] = []
             size = 0
-            for data in encoded + [b""]:  # b"": the end, sends the last chunk
+            for data in [*encoded, b""]:  # b"": the end, sends the last chunk
                 if chunk and (not data or len(chunk) == naming.MAX_BATCH_RESULTS
                               or size + len(data) > limit):  # fmt: skip
                     if len(chunk) == 1:
@@ -859,8 +859,11 @@ class WorkerService:
         acks = []
         for letter in dead:
             msg, seq = letter.msg, letter.sequence
-            where = f"seq {seq}" if letter.index is None else f"seq {seq} (batch index {letter.index})"
-            log.warning("dead-lettered command at %s on %s: %s", where, msg.subject, letter.reason[:300])
+            where = f"seq {seq}"
+            if letter.index is not None:
+                where += f" (batch index {letter.index})"
+            log.warning("dead-lettered command at %s on %s: %s", where, msg.subject,
+                        letter.reason[:300])  # fmt: skip
             once = f"dead-{seq}" if letter.index is None else f"dead-{seq}-{letter.index}"
             raw, reason = letter.raw, letter.reason
             if len(raw) > self._payload_limit:  # kept whole it could not be stored at all
