@@ -455,6 +455,16 @@ end
 local number, members = {}, {}
 local est, made, first, first_t, first_f, more = {}, {}, {}, {}, {}, {}
 local n_members = 0
+-- append the pair (term, tf) to the list pairs[k] (a flat array, made on first use)
+local function add_pair(pairs, k, t, f)
+  local x = pairs[k]
+  if x == nil then
+    pairs[k] = {t, f}
+  else
+    x[#x + 1] = t
+    x[#x + 1] = f
+  end
+end
 for o = 1, n do
   for t = 1, m do
     local i = (o - 1) * m + t
@@ -477,13 +487,7 @@ for o = 1, n do
           first_f[k] = f
         else
           est[k] = est[k] + w * f / (f + k1)
-          local x = more[k]
-          if x == nil then
-            more[k] = {t, f}
-          else
-            x[#x + 1] = t
-            x[#x + 1] = f
-          end
+          add_pair(more, k, t, f)
         end
       end
     end
@@ -510,27 +514,13 @@ for o = 1, n do
             local f = floor(tonumber(score) / scale)
             local k = number[member]
             if k == nil then
-              local x = recent_only[member]
-              if x == nil then
-                recent_only[member] = {t, f}
-              else
-                x[#x + 1] = t
-                x[#x + 1] = f
-              end
+              add_pair(recent_only, member, t, f)
             elseif first_t[k] ~= t then
-              local x = more[k]
               local known = false
-              if x == nil then
-                more[k] = {t, f}
-              else
-                for p = 1, #x, 2 do
-                  if x[p] == t then known = true break end
-                end
-                if not known then
-                  x[#x + 1] = t
-                  x[#x + 1] = f
-                end
+              for p = 1, #(more[k] or {}), 2 do
+                if more[k][p] == t then known = true break end
               end
+              if not known then add_pair(more, k, t, f) end
             end
           end
         end

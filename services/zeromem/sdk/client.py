@@ -374,22 +374,21 @@ class MemoryClient:
             command.tenant, naming.shard_for(command.tenant, parsed.owner, self.shards)
         )
         headers = {naming.MSG_ID_HEADER: command.id}
-        if trace.get_current_span().get_span_context().is_valid:
+        traced = trace.get_current_span().get_span_context().is_valid
+        if traced:
             # W3C trace context rides in the headers: the worker's apply joins this trace.
             propagate.inject(headers)
         self._published.add(1, {"zeromem.tenant": command.tenant, "zeromem.agent": command.agent,
                                 "zeromem.op": _OPS[type(command)]})  # fmt: skip
         batcher = self._batcher
-        if wait is Wait.NONE:
-            if batcher is not None and len(headers) == 1:  # traced writes go alone
-                await batcher.add(subject, command.id, encode(command))
-            else:
-                if batcher is not None:
-                    await batcher.send(subject)
-                await self._acks.publish(subject, encode(command), headers)
-            return Receipt(command.id, key, "published")
         if batcher is not None:
+            if wait is Wait.NONE and not traced:  # a traced write goes alone, with its context
+                await batcher.add(subject, command.id, encode(command))
+                return Receipt(command.id, key, "published")
             await batcher.send(subject)  # what was issued before this goes before it
+        if wait is Wait.NONE:
+            await self._acks.publish(subject, encode(command), headers)
+            return Receipt(command.id, key, "published")
         result_future: asyncio.Future[Result] | None = None
         if wait is Wait.APPLIED:
             await self._ensure_reply_subscription()

@@ -837,22 +837,14 @@ class WorkerService:
             headers = item.msg.headers
             if headers and (reply_to := headers.get(reply_header)):
                 await publish(reply_to, data)
-        limit = self._payload_limit
         for (tenant, namespace, owner_id), encoded in by_owner.items():
             subject = naming.change_subject(tenant, shard, namespace, owner_id)
-            chunk: list[bytes] = []
-            size = 0
-            for data in [*encoded, b""]:  # b"": the end, sends the last chunk
-                if chunk and (not data or len(chunk) == naming.MAX_BATCH_RESULTS
-                              or size + len(data) > limit):  # fmt: skip
-                    if len(chunk) == 1:
-                        await publish(subject, chunk[0])
-                    else:
-                        await publish(subject, encode_batch(chunk),
-                                      headers={naming.BATCH_HEADER: str(len(chunk))})  # fmt: skip
-                    chunk, size = [], 0
-                chunk.append(data)
-                size += len(data)
+            for chunk in _chunks(encoded, self._payload_limit, naming.MAX_BATCH_RESULTS):
+                if len(chunk) == 1:
+                    await publish(subject, chunk[0])
+                else:
+                    await publish(subject, encode_batch(chunk),
+                                  headers={naming.BATCH_HEADER: str(len(chunk))})  # fmt: skip
 
     async def _dead_letter(self, shard: int, dead: list[_Dead]) -> None:
         now = time.time()
@@ -935,6 +927,20 @@ def _coalesce_feedback(
 
 
 _encode = msgspec.msgpack.Encoder().encode  # schemas.encode's bytes, one call less
+
+
+def _chunks(encoded: list[bytes], limit: int, most: int) -> list[list[bytes]]:
+    """``encoded`` cut, in order, into runs of at most ``most`` items and ``limit`` bytes
+    (an item over ``limit`` on its own makes a run of one)."""
+    chunks: list[list[bytes]] = []
+    size = 0
+    for data in encoded:
+        if not chunks or len(chunks[-1]) == most or size + len(data) > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(data)
+        size += len(data)
+    return chunks
 
 
 def _fit(items: list[Any], encode_part: Callable[[list[Any]], bytes], limit: int) -> list[bytes]:
