@@ -8,7 +8,7 @@ import time
 from tests.harness import ServiceSet
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
-from zeromem.schemas import Put, decode_result, encode
+from zeromem.schemas import Feedback, Put, Result, decode_result, encode, encode_batch
 from zeromem.sdk import MemoryClient
 from zeromem.worker.service import WorkerService
 
@@ -81,3 +81,37 @@ async def test_worker_killed_after_apply_before_ack_applies_nothing_twice(isolat
             assert item.value == 19 and item.version == 20
         finally:
             await services.stop()
+
+
+async def test_duplicates_inside_one_batch_message_apply_once(client: MemoryClient, running) -> None:
+    """A command id seen again in the same batch (or in a later one, past the dedupe
+    window) is answered with its stored result; what follows it for the same memory is
+    decided on what Redis holds, not on a second apply that never happened."""
+    tenant, key = client.tenant, "user:u7:plan"
+    subject = naming.command_subject(tenant, naming.shard_for(tenant, "user:u7", running.shards))
+
+    def put(cid: str, value: int) -> Put:
+        return Put(id=cid, tenant=tenant, agent="a", ts=time.time(), key=key, value=value)
+
+    def like(cid: str) -> Feedback:
+        return Feedback(id=cid, tenant=tenant, agent="a", ts=time.time(), key=key)
+
+    async def publish_batch(commands: list[object], msg_id: str) -> list[Result]:
+        inbox = client.nc.new_inbox()
+        sub = await client.nc.subscribe(inbox)
+        await client.js.publish(subject, encode_batch([encode(c) for c in commands]),
+                                headers={naming.BATCH_HEADER: str(len(commands)),
+                                         naming.MSG_ID_HEADER: msg_id, naming.REPLY_HEADER: inbox})  # fmt: skip
+        replies = [decode_result((await sub.next_msg(timeout=10)).data) for _ in commands]
+        await sub.unsubscribe()
+        return replies  # the worker answers in the batch's order
+
+    first = await publish_batch([put("b-x", 1), put("b-y", 2), put("b-x", 1), like("b-z"),
+                                 put("b-w", 3)], "batch-1")  # fmt: skip
+    assert [(r.command_id, r.version) for r in first] == [
+        ("b-x", 1), ("b-y", 2), ("b-x", 1), ("b-z", 2), ("b-w", 3)]  # fmt: skip
+    again = await publish_batch([like("b-z"), like("b-v"), put("b-w", 3), put("b-u", 4)], "batch-2")
+    assert [(r.command_id, r.version) for r in again] == [
+        ("b-z", 2), ("b-v", 3), ("b-w", 3), ("b-u", 4)]  # fmt: skip
+    item = await client.get(key)
+    assert item.version == 4 and item.value == 4 and item.feedback.liked == 2

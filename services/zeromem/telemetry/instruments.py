@@ -52,7 +52,8 @@ class Telemetry:
             "reported so the zero is visible next to the recall figures")  # fmt: skip
         self.apply_duration = meter.create_histogram(
             "zeromem.command.apply.duration", unit="s",
-            description="From the agent's publish to the worker's apply",
+            description="From the agent's publish to the worker's apply, once per command "
+            "message (a batch message's commands were published together)",
             explicit_bucket_boundaries_advisory=_LATENCY_BUCKETS)  # fmt: skip
         self.batch_size = meter.create_histogram(
             "zeromem.worker.batch.size", unit="{command}",

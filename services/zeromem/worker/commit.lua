@@ -129,8 +129,20 @@ end
 -- is decided again in a later call, and a position past it would let a restart skip it.
 local last_sequence = 0
 local blocked = false
+-- Item keys with a duplicate in this call. The worker decided what follows a duplicate as
+-- if it had applied a second time (it looks up stored results only for redeliveries it
+-- expects), so every later decision of such a key is answered 'stale', unapplied, and
+-- decided again on what Redis holds.
+local after_duplicate = {}
 for i, d in ipairs(decisions) do
-  replies[i] = apply(d)
+  if after_duplicate[d[1]] then
+    replies[i] = 'stale'
+  else
+    replies[i] = apply(d)
+    if type(replies[i]) == 'table' then
+      after_duplicate[d[1]] = true
+    end
+  end
   if replies[i] == 'stale' then
     blocked = true
   elseif not blocked and replies[i] == 'ok' and tonumber(d[3]) > last_sequence then

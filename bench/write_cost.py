@@ -1,0 +1,184 @@
+"""Where the write path's CPU goes: microseconds of CPU per applied command, per process.
+
+    python bench/write_cost.py [--commands 60000] [--owners 100] [--workers 2]
+
+The same workload as bench/write_throughput.py (fire-and-forget puts from the SDK, batched,
+applied by `zeromem worker` processes), but what it reports is CPU time rather than rate:
+read from /proc for the publishing process, every worker, nats-server and the Redis
+server, over the whole run, divided by the number of commands. CPU time is far steadier
+than a rate on a shared machine, so this is the script to run before and after a change
+to the write path. Baselines from the same run: the CPU one raw JetStream async publish
+costs (publisher plus nats-server) and one raw Redis SET (client plus server), so the
+figures compare across machines as ratios. The last line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nats
+from nats.js.api import StreamConfig
+
+from zeromem import naming
+from zeromem.bus import connect_redis, provision
+from zeromem.embedded import EmbeddedStack
+from zeromem.schemas import Put, encode
+from zeromem.sdk import MemoryClient
+from zeromem.settings import Settings
+
+sys.path.insert(0, str(Path(__file__).parent))
+from write_throughput import sample_value, wait_for_workers  # noqa: E402
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU of a process (and its waited-for children), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+class CpuMeter:
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.start: dict[str, float] = {}
+
+    def __enter__(self) -> CpuMeter:
+        self.start = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        self.start["publisher"] = time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.spent = {name: cpu_seconds(pid) - self.start[name] for name, pid in self.pids.items()}
+        self.spent["publisher"] = time.process_time() - self.start["publisher"]
+
+
+async def raw_publish_cost(url: str, n: int, payload: bytes, nats_pid: int) -> dict[str, float]:
+    nc = await nats.connect(url)
+    js = nc.jetstream(publish_async_max_pending=4000)
+    await js.add_stream(StreamConfig(name="BENCH_RAW", subjects=["bench.raw.>"]))
+    with CpuMeter({"nats-server": nats_pid}) as meter:
+        for i in range(n):
+            await js.publish_async(f"bench.raw.{i % 16}", payload, headers={"Nats-Msg-Id": f"r{i}"})
+        await js.publish_async_completed()
+    await js.delete_stream("BENCH_RAW")
+    await nc.close()
+    return {k: v / n * 1e6 for k, v in meter.spent.items()}
+
+
+async def raw_redis_cost(settings: Settings, n: int, payload: bytes, redis_pid: int) -> dict[str, float]:
+    redis = connect_redis(settings)
+    try:
+        with CpuMeter({"redis-server": redis_pid}) as meter:
+            for start in range(0, n, 500):
+                pipe = redis.pipeline(transaction=False)
+                for i in range(start, min(n, start + 500)):
+                    pipe.set(f"bench:raw:{i}", payload)
+                await pipe.execute()
+        await redis.flushdb()
+    finally:
+        await redis.aclose()
+    return {k: v / n * 1e6 for k, v in meter.spent.items()}
+
+
+async def zeromem_cost(settings: Settings, n: int, owners: int, pids: dict[str, int]) -> dict[str, float]:
+    per_owner = n // owners
+    total = per_owner * owners
+    applied = 0
+    done = asyncio.Event()
+
+    async def on_change(msg) -> None:  # type: ignore[no-untyped-def]
+        nonlocal applied
+        applied += int(msg.headers[naming.BATCH_HEADER]) if msg.headers else 1
+        if applied >= total:
+            done.set()
+
+    async with await MemoryClient.connect(settings.nats_url, tenant="cost", agent="bench",
+                                          shards=settings.shards) as client:  # fmt: skip
+        sub = await client.nc.subscribe(naming.change_watch_subject("cost"), cb=on_change)
+        await client.nc.flush()
+        start = time.perf_counter()
+        with CpuMeter(pids) as meter:
+            for i in range(total):
+                await client.put(f"user:o{i % owners}:turn", sample_value(i // owners),
+                                 content="moved the meeting to Friday 10:00", type="message")  # fmt: skip
+            await client.flush(timeout=120)
+            await asyncio.wait_for(done.wait(), 300)
+        elapsed = time.perf_counter() - start
+        await sub.unsubscribe()
+    costs = {k: v / total * 1e6 for k, v in meter.spent.items()}
+    costs["rate"] = total / elapsed
+    return costs
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--commands", type=int, default=60_000)
+    parser.add_argument("--owners", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--shards", type=int, default=16)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
+        assert stack.nats and stack.nats.process and stack.redis and stack.redis.process
+        settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url, shards=args.shards)
+        payload = encode(Put(id="01JBENCHMARK0000000000000", tenant="bench", agent="bench",
+                             ts=time.time(), key="user:o1:turn", value=sample_value(1),
+                             content="moved the meeting to Friday 10:00", type="message"))  # fmt: skip
+        nc = await nats.connect(stack.nats_url)
+        await provision(nc.jetstream(), settings)
+        await nc.close()
+        env = dict(os.environ, ZEROMEM_NATS_URL=stack.nats_url, ZEROMEM_REDIS_URL=stack.redis_url,
+                   ZEROMEM_SHARDS=str(args.shards))  # fmt: skip
+        workers = [
+            subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index",
+                              str(i), "--count", str(args.workers)], env=env,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+            for i in range(args.workers)
+        ]
+        try:
+            await wait_for_workers(settings)
+            pids = {"nats-server": stack.nats.process.pid, "redis-server": stack.redis.process.pid}
+            pids |= {f"worker-{i}": w.pid for i, w in enumerate(workers)}
+            raw_nats = await raw_publish_cost(stack.nats_url, args.commands, payload, pids["nats-server"])
+            raw_redis = await raw_redis_cost(settings, args.commands, payload, pids["redis-server"])
+            cost = await zeromem_cost(settings, args.commands, args.owners, pids)
+        finally:
+            for w in workers:
+                w.terminate()
+            for w in workers:
+                w.wait(10)
+
+    worker = sum(v for k, v in cost.items() if k.startswith("worker-"))
+    total = worker + cost["publisher"] + cost["nats-server"] + cost["redis-server"]
+    raw_publish = raw_nats["publisher"] + raw_nats["nats-server"]
+    raw_set = raw_redis["publisher"] + raw_redis["redis-server"]
+    print(f"CPU per command, µs ({args.commands} puts across {args.owners} owners, "
+          f"{args.workers} worker process(es))")
+    print(f"  SDK publisher   {cost['publisher']:6.1f}")
+    print(f"  nats-server     {cost['nats-server']:6.1f}")
+    print(f"  workers         {worker:6.1f}")
+    print(f"  redis-server    {cost['redis-server']:6.1f}")
+    print(f"  all             {total:6.1f}   (wall rate {cost['rate']:.0f} cmd/s)")
+    print(f"baseline: raw JetStream async publish {raw_publish:5.1f} µs/msg "
+          f"(publisher {raw_nats['publisher']:.1f}, nats-server {raw_nats['nats-server']:.1f}); "
+          f"raw pipelined Redis SET {raw_set:5.1f} µs (server {raw_redis['redis-server']:.1f})")
+    print(f"zeromem CPU per command / raw publish CPU per message: {total / raw_publish:.2f}")
+    print(json.dumps({"commands": args.commands, "workers": args.workers,
+                      "publisher_us": round(cost["publisher"], 2),
+                      "nats_us": round(cost["nats-server"], 2), "workers_us": round(worker, 2),
+                      "redis_us": round(cost["redis-server"], 2), "total_us": round(total, 2),
+                      "raw_publish_us": round(raw_publish, 2), "raw_redis_set_us": round(raw_set, 2),
+                      "ratio_to_raw_publish": round(total / raw_publish, 3)}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
