@@ -27,6 +27,7 @@ from zeromem.schemas import (
     Command,
     Conflict,
     Forget,
+    MemoryType,
     Patch,
     Put,
     Rejected,
@@ -63,7 +64,7 @@ def _detail(command: Command, result: Result, redactor: Redactor) -> dict[str, A
     if type(command) is Put:
         sensitive = command.sensitive or (item is not None and item.sensitive)
         hidden = sensitive or redactor.key_is_sensitive(result.key)
-        return {"type": command.type.value,
+        return {"type": _TYPE_NAMES[command.type],
                 "content": REDACTED if hidden else (item.content if item else command.content)}  # fmt: skip
     if type(command) is Patch:
         names = sorted(command.patch) if isinstance(command.patch, dict) else []
@@ -77,6 +78,9 @@ def _detail(command: Command, result: Result, redactor: Redactor) -> dict[str, A
     if type(command) is Archive:
         return {"older_than": command.older_than, **({"prefix": command.prefix} if command.prefix else {})}
     return {}
+
+
+_TYPE_NAMES = {t: t.value for t in MemoryType}  # an enum's .value is a slow property
 
 
 def read_entry(tenant: str, reader: str, op: str, keys: Iterable[str], detail: dict[str, Any] | None = None) -> AuditEntry:

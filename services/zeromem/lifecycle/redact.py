@@ -21,6 +21,7 @@ from zeromem.schemas import REDACTED
 class Redactor:
     def __init__(self, pattern: str = DEFAULT_SENSITIVE_PATTERN) -> None:
         self.pattern = re.compile(pattern)
+        self._sensitive_keys: dict[str, bool] = {}
         # name=value, name: value, "name": "value" (quoted or bare), for a sensitive name
         self._pairs = re.compile(
             r"""(?P<name>["']?[\w.-]*(?:""" + _inner(pattern) + r""")[\w.-]*["']?)"""
@@ -29,8 +30,15 @@ class Redactor:
         )
 
     def key_is_sensitive(self, key: str) -> bool:
-        name = key.split(":", 2)[2] if key.count(":") == 2 else ""
-        return bool(name) and self.pattern.search(name) is not None
+        # Asked for every audited write: the answer per key is kept (a bounded cache).
+        known = self._sensitive_keys.get(key)
+        if known is None:
+            name = key.split(":", 2)[2] if key.count(":") == 2 else ""
+            known = bool(name) and self.pattern.search(name) is not None
+            if len(self._sensitive_keys) >= 65536:
+                self._sensitive_keys.clear()
+            self._sensitive_keys[key] = known
+        return known
 
     def value(self, value: Any) -> Any:
         """``value`` with the value of every field whose name is sensitive redacted."""

@@ -116,6 +116,8 @@ class Receipt:
 
 
 _MISSING: Any = object()
+# by member or by value (a str enum hashes as its value); an enum call costs more
+_MEMORY_TYPES: dict[str, MemoryType] = {t.value: t for t in MemoryType}
 _OPS = {Put: "put", Patch: "patch", Delete: "delete", Expire: "expire", Feedback: "feedback",
         Touch: "touch", Forget: "forget", Archive: "archive", Restore: "restore"}
 
@@ -150,6 +152,10 @@ class MemoryClient:
         self._batcher = CommandBatcher(self._acks) if batch else None
         self.telemetry = telemetry or Telemetry()
         self._published = self.telemetry.commands_published
+        # (tenant, key) -> (command subject, whether the key names a memory): an agent
+        # writes the same keys again and again, and parsing and hashing each was a tenth
+        # of its cost per write. Bounded: cleared when full.
+        self._routes: dict[tuple[str, str], tuple[str, bool]] = {}
 
     @classmethod
     async def connect(
@@ -241,7 +247,7 @@ class MemoryClient:
                 **self._envelope(key, expected_version),
                 value=value,
                 content=_fit_content(content),
-                type=MemoryType(type),
+                type=_MEMORY_TYPES.get(type) or MemoryType(type),  # the call raises on a bad one
                 tags=tuple(tags),
                 references=tuple(references),
                 source=source,
@@ -366,13 +372,10 @@ class MemoryClient:
 
     async def send(self, command: Command, wait: Wait | str = Wait.NONE) -> Receipt:
         """Publish any command (built by hand or by the helpers above)."""
-        wait = Wait(wait)
-        parsed = MemoryKey.parse(command.key)  # fail fast, in the agent, on a bad key
+        wait = wait if type(wait) is Wait else Wait(wait)
+        subject, named = self._route(command.tenant, command.key)
         owner_command = type(command) in (Forget, Archive)
-        key = command.key if parsed.name or owner_command else f"{command.key}:{command.id}"
-        subject = naming.command_subject(
-            command.tenant, naming.shard_for(command.tenant, parsed.owner, self.shards)
-        )
+        key = command.key if named or owner_command else f"{command.key}:{command.id}"
         headers = {naming.MSG_ID_HEADER: command.id}
         traced = trace.get_current_span().get_span_context().is_valid
         if traced:
@@ -413,6 +416,17 @@ class MemoryClient:
             type(result).__name__, "rejected"
         )
         return Receipt(command.id, key, status, ack.seq, bool(ack.duplicate), result)
+
+    def _route(self, tenant: str, key: str) -> tuple[str, bool]:
+        route = self._routes.get((tenant, key))
+        if route is None:
+            parsed = MemoryKey.parse(key)  # fail fast, in the agent, on a bad key
+            shard = naming.shard_for(tenant, parsed.owner, self.shards)
+            if len(self._routes) >= 4096:
+                self._routes.clear()
+            route = self._routes[(tenant, key)] = (naming.command_subject(tenant, shard),
+                                                   parsed.name is not None)  # fmt: skip
+        return route
 
     async def _ensure_reply_subscription(self) -> None:
         if self._reply_sub is None:

@@ -50,17 +50,23 @@ end
 
 local function apply(d)
   local item_key = d[1]
-  if d[2] ~= '' then
-    local done = redis.call('GET', d[2])
-    if done then
-      return {'dup', done}
-    end
-  end
   if stale(d) then
     return 'stale'
   end
-
   local action = d[8]
+  if action == 'f' then
+    local data = redis.call('HGET', item_key, 'd')
+    if not data or data == '' then
+      return 'stale'
+    end
+  end
+  -- The result is recorded first, only if the command id has none yet: one call both
+  -- checks for a duplicate and records. (A duplicate that fails its guard answers 'stale'
+  -- above; decided again, it is found by the worker's own look-up.)
+  if d[2] ~= '' and not redis.call('SET', d[2], d[4], 'NX', 'EX', ARGV[5]) then
+    return {'dup', redis.call('GET', d[2])}
+  end
+
   if action == 'w' then
     if d[12] == '1' then
       -- token counts cached per encoding describe the old content
@@ -78,10 +84,6 @@ local function apply(d)
     redis.call('HSET', item_key, 'v', d[9], 'd', '', 'lc', d[11])
     redis.call('PEXPIRE', item_key, ARGV[6])
   elseif action == 'f' then
-    local data = redis.call('HGET', item_key, 'd')
-    if not data or data == '' then
-      return 'stale'
-    end
     local count = 1
     local followers = d[16]
     for i = 1, #followers, 2 do
@@ -109,9 +111,6 @@ local function apply(d)
     end
   end
 
-  if d[2] ~= '' then
-    redis.call('SET', d[2], d[4], 'EX', ARGV[5])
-  end
   return 'ok'
 end
 
@@ -129,18 +128,19 @@ end
 -- is decided again in a later call, and a position past it would let a restart skip it.
 local last_sequence = 0
 local blocked = false
--- Item keys with a duplicate in this call. The worker decided what follows a duplicate as
--- if it had applied a second time (it looks up stored results only for redeliveries it
--- expects), so every later decision of such a key is answered 'stale', unapplied, and
--- decided again on what Redis holds.
-local after_duplicate = {}
+-- Item keys with a duplicate or a stale decision in this call. The worker decided what
+-- follows such a decision as if it had applied (it looks up stored results only for the
+-- redeliveries it expects), so every later decision of the key is answered 'stale',
+-- unapplied, and decided again on what Redis holds: a guarded one would fail its guard
+-- anyway, an unguarded one (feedback) must not count on a state that never was.
+local unsettled = {}
 for i, d in ipairs(decisions) do
-  if after_duplicate[d[1]] then
+  if unsettled[d[1]] then
     replies[i] = 'stale'
   else
     replies[i] = apply(d)
-    if type(replies[i]) == 'table' then
-      after_duplicate[d[1]] = true
+    if replies[i] ~= 'ok' then
+      unsettled[d[1]] = true
     end
   end
   if replies[i] == 'stale' then

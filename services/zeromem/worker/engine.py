@@ -237,7 +237,7 @@ class Engine:
             created_at=live.created_at if live is not None else now,
             updated_at=now,
             version=version,
-            tags=tuple(dict.fromkeys(command.tags)),
+            tags=command.tags if len(command.tags) < 2 else tuple(dict.fromkeys(command.tags)),
             references=command.references,
             source=command.source,
             confidence=command.confidence,
