@@ -83,7 +83,9 @@ async def test_worker_killed_after_apply_before_ack_applies_nothing_twice(isolat
             await services.stop()
 
 
-async def test_duplicates_inside_one_batch_message_apply_once(client: MemoryClient, running) -> None:
+async def test_duplicates_inside_one_batch_message_apply_once(
+    client: MemoryClient, running
+) -> None:
     """A command id seen again in the same batch (or in a later one, past the dedupe
     window) is answered with its stored result; what follows it for the same memory is
     decided on what Redis holds, not on a second apply that never happened."""
@@ -99,9 +101,9 @@ async def test_duplicates_inside_one_batch_message_apply_once(client: MemoryClie
     async def publish_batch(commands: list[object], msg_id: str) -> list[Result]:
         inbox = client.nc.new_inbox()
         sub = await client.nc.subscribe(inbox)
-        await client.js.publish(subject, encode_batch([encode(c) for c in commands]),
-                                headers={naming.BATCH_HEADER: str(len(commands)),
-                                         naming.MSG_ID_HEADER: msg_id, naming.REPLY_HEADER: inbox})  # fmt: skip
+        headers = {naming.BATCH_HEADER: str(len(commands)), naming.MSG_ID_HEADER: msg_id,
+                   naming.REPLY_HEADER: inbox}  # fmt: skip
+        await client.js.publish(subject, encode_batch([encode(c) for c in commands]), headers=headers)
         replies = [decode_result((await sub.next_msg(timeout=10)).data) for _ in commands]
         await sub.unsubscribe()
         return replies  # the worker answers in the batch's order

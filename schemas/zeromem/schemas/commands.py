@@ -7,33 +7,89 @@ absent = last writer wins, 0 = the memory must not exist yet, N = it must be at 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
 
-from zeromem.schemas.keys import END, KEY_PATTERN, TENANT_PATTERN
+from zeromem.schemas.keys import END, KEY_PATTERN, TENANT_PATTERN, InvalidKeyError
 from zeromem.schemas.memory import Confidence, Content, FeedbackKind, MemoryType, Tag, Timestamp
 
 WIRE_VERSION = 1
 
-CommandId = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=rf"^[A-Za-z0-9_\-]+{END}")]
-Tenant = Annotated[str, msgspec.Meta(pattern=f"^{TENANT_PATTERN}{END}")]
+COMMAND_ID_PATTERN = rf"^[A-Za-z0-9_\-]+{END}"
+TENANT_FULL_PATTERN = f"^{TENANT_PATTERN}{END}"
+
+CommandId = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=COMMAND_ID_PATTERN)]
+Tenant = Annotated[str, msgspec.Meta(pattern=TENANT_FULL_PATTERN)]
 AgentId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
 Key = Annotated[str, msgspec.Meta(pattern=KEY_PATTERN)]
 Version = Annotated[int, msgspec.Meta(ge=0)]
 TtlSeconds = Annotated[float, msgspec.Meta(gt=0)]
 
+# The command envelope's id, tenant and keys: the same strings and the same JSON Schema as
+# above, but their patterns are checked by ``_Command.__post_init__`` rather than by the
+# decoder. A worker decodes every command and sees the same tenants and keys again and
+# again: a regex per field per command was two thirds of its decoding time, and a value
+# seen valid before is now checked by a set look-up.
+_EnvelopeId = Annotated[str, msgspec.Meta(min_length=1, max_length=64,
+                                          extra_json_schema={"pattern": COMMAND_ID_PATTERN})]  # fmt: skip
+_EnvelopeTenant = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": TENANT_FULL_PATTERN})]
+_EnvelopeKey = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": KEY_PATTERN})]
+
+
+class _Checked:
+    """One field's pattern, and the values already found to match it (bounded: cleared
+    when full)."""
+
+    def __init__(self, path: str, pattern: str, remember: bool = True,
+                 error: Callable[[str, str], ValueError] | None = None) -> None:  # fmt: skip
+        self.path = path
+        self.pattern = pattern
+        self.search = re.compile(pattern).search
+        self.valid: set[str] | None = set() if remember else None
+        self.error = error
+
+    def require(self, value: str) -> None:
+        valid = self.valid
+        if valid is not None and value in valid:
+            return
+        if self.search(value) is None:
+            if self.error is not None:
+                raise self.error(value, self.path)
+            # worded as msgspec words its own pattern errors
+            raise ValueError(f"Expected `str` matching regex {self.pattern!r} - at `$.{self.path}`")
+        if valid is not None:
+            if len(valid) >= 65536:
+                valid.clear()
+            valid.add(value)
+
+
+_TENANTS = _Checked("tenant", TENANT_FULL_PATTERN)
+_KEYS = _Checked("key", KEY_PATTERN, error=InvalidKeyError)  # says what a key looks like
+_IDS = _Checked("id", COMMAND_ID_PATTERN, remember=False)  # unique: nothing worth keeping
+
 
 class _Command(
     msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True, tag_field="op"
 ):
-    id: CommandId
-    tenant: Tenant
+    id: _EnvelopeId
+    tenant: _EnvelopeTenant
     agent: AgentId
     ts: Timestamp
-    key: Key
+    key: _EnvelopeKey
     expected_version: Version | None = None
     v: Literal[1] = WIRE_VERSION
+
+    def __post_init__(self) -> None:
+        # Run on decode (a failure is a ValidationError, as any other) and on construction.
+        command_id = self.id
+        if not (command_id.isascii() and command_id.isalnum()):  # ULIDs and hex ids pass here
+            _IDS.require(command_id)
+        _TENANTS.require(self.tenant)
+        _KEYS.require(self.key)
+
 
 
 class Put(_Command, tag="put"):

@@ -33,11 +33,11 @@ KNOWN_NAMESPACES = ("user", "task", "session", "agent", "team")
 
 
 class InvalidKeyError(ValueError):
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, path: str = "") -> None:
         self.key = key
         super().__init__(
             f"invalid memory key {key!r}: expected '{{namespace}}:{{owner_id}}[:{{name}}]', "
-            "e.g. 'user:u10086:pref_lang' or 'task:t42'"
+            "e.g. 'user:u10086:pref_lang' or 'task:t42'" + (f" - at `$.{path}`" if path else "")
         )
 
 

@@ -29,7 +29,11 @@ _shard_of: dict[tuple[str, str, int], int] = {}
 _SHARD_CACHE_SIZE = 65536
 
 
-def admit(subject: str, data: bytes, *, shard: int, shards: int, max_value_bytes: int) -> Command | Invalid:
+def admit(
+    subject_tenant: str, data: bytes, *, shard: int, shards: int, max_value_bytes: int
+) -> Command | Invalid:
+    """``data`` as a command, or why not. ``subject_tenant``: the tenant named by the
+    subject it came on (``naming.tenant_of_command_subject``)."""
     if len(data) > max_value_bytes + ENVELOPE_ALLOWANCE:
         return Invalid(f"too_large: message is {len(data)} bytes, limit {max_value_bytes} for the value")
     try:
@@ -38,7 +42,6 @@ def admit(subject: str, data: bytes, *, shard: int, shards: int, max_value_bytes
         return Invalid(f"invalid: {exc}")
     except RecursionError:
         return Invalid("invalid: value nested too deeply")
-    subject_tenant = naming.tenant_of_command_subject(subject)
     if command.tenant != subject_tenant:
         return Invalid(
             f"tenant_mismatch: payload tenant {command.tenant!r} on subject of tenant {subject_tenant!r}"
@@ -51,8 +54,9 @@ def admit(subject: str, data: bytes, *, shard: int, shards: int, max_value_bytes
         expected_shard = _shard_of[route] = naming.shard_for(command.tenant, owner_of(command.key), shards)
     if expected_shard != shard:
         return Invalid(
-            f"wrong_shard: owner {owner_of(command.key)!r} belongs to shard {expected_shard} of "
-            f"{shards}, published to shard {shard} (do publisher and workers agree on the shard count?)"
+            f"wrong_shard: owner {owner_of(command.key)!r} belongs to shard {expected_shard} "
+            f"of {shards}, published to shard {shard} (do publisher and workers agree on the "
+            "shard count?)"
         )
     if len(data) > max_value_bytes and isinstance(command, (Put, Patch)):
         size = len(encode(command.value if isinstance(command, Put) else command.patch))

@@ -362,6 +362,7 @@ class WorkerService:
         batch_header = naming.BATCH_HEADER
         for msg in msgs:
             seq, ts = stream_position(msg.reply)
+            subject_tenant = naming.tenant_of_command_subject(msg.subject)
             headers = msg.headers
             batched = bool(headers) and batch_header in headers
             if batched:
@@ -375,7 +376,7 @@ class WorkerService:
                 parts, last = (msg.data,), 0
             for index, data in enumerate(parts):
                 try:
-                    verdict = admit(msg.subject, data, shard=shard, shards=shards,
+                    verdict = admit(subject_tenant, data, shard=shard, shards=shards,
                                     max_value_bytes=max_value_bytes)  # fmt: skip
                 except Exception as exc:  # never let one message stop the shard
                     verdict = Invalid(f"invalid: {type(exc).__name__}: {exc}")
