@@ -10,6 +10,7 @@ from nats.aio.client import Client as NatsClient
 from redis.asyncio import Redis
 
 from zeromem.bus import connect_nats, connect_redis
+from zeromem.heap import settle_after_start
 from zeromem.query.service import register_query_handlers, register_stats_handler
 from zeromem.recall.responder import RecallResponder
 from zeromem.recall.service import RecallService
@@ -48,6 +49,7 @@ async def run_read_services(settings: Settings) -> None:
     redis = connect_redis(settings)
     telemetry = configure_telemetry(TelemetryConfig("serve", settings.metrics_port))
     services = await ReadServices.start(settings, redis, telemetry)
+    settle_after_start()
     try:
         await asyncio.Event().wait()
     finally:

@@ -31,6 +31,7 @@ from redis.exceptions import RedisError
 
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis, open_shard_consumer, provision
+from zeromem.heap import settle_after_start
 from zeromem.lifecycle.audit import dead_letter_entry, write_entry
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
 from zeromem.lifecycle.settings import LifecycleSettings
@@ -993,6 +994,7 @@ async def run_worker(settings: Settings, index: int, count: int) -> None:
     redis = connect_redis(settings)
     telemetry = configure_telemetry(TelemetryConfig("worker", settings.metrics_port))
     worker = await WorkerService(settings, shards, nc=nc, redis=redis, telemetry=telemetry).start()
+    settle_after_start()
     log.info("worker %d/%d owns shards %s", index, count, shards)
     try:
         await asyncio.Event().wait()
