@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test test-unit reliability demo bench-write bench-recall bench-quality lint schemas clean
+.PHONY: help install run test test-unit reliability demo bench-write bench-write-cost bench-recall bench-quality lint schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -31,6 +31,9 @@ demo: $(STAMP) ## a planner and two workers over hundreds of turns: the token sa
 
 bench-write: $(STAMP) ## end-to-end applied/s next to raw JetStream publish/s
 	$(BIN)/python bench/write_throughput.py
+
+bench-write-cost: $(STAMP) ## CPU per applied command in each process, next to a raw publish's
+	$(BIN)/python bench/write_cost.py
 
 bench-recall: $(STAMP) ## recall p50/p99 at 1k, 10k, 100k in scope (1M stored) next to raw NATS request-reply
 	$(BIN)/python bench/recall_latency.py
