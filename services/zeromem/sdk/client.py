@@ -153,8 +153,8 @@ class MemoryClient:
         self.telemetry = telemetry or Telemetry()
         self._published = self.telemetry.commands_published
         # (tenant, key) -> (command subject, whether the key names a memory): an agent
-        # writes the same keys again and again, and parsing and hashing each was a tenth
-        # of its cost per write. Bounded: cleared when full.
+        # writes the same keys again and again, and parsing and hashing each was 8% of
+        # its cost per write. Bounded: cleared when full.
         self._routes: dict[tuple[str, str], tuple[str, bool]] = {}
 
     @classmethod
