@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent))
-from write_throughput import sample_value, wait_for_workers  # noqa: E402
+from write_throughput import CONTENT, sample_value, spawn_workers, wait_for_workers
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -74,7 +73,9 @@ async def raw_publish_cost(url: str, n: int, payload: bytes, nats_pid: int) -> d
     return {k: v / n * 1e6 for k, v in meter.spent.items()}
 
 
-async def raw_redis_cost(settings: Settings, n: int, payload: bytes, redis_pid: int) -> dict[str, float]:
+async def raw_redis_cost(
+    settings: Settings, n: int, payload: bytes, redis_pid: int
+) -> dict[str, float]:
     redis = connect_redis(settings)
     try:
         with CpuMeter({"redis-server": redis_pid}) as meter:
@@ -89,7 +90,9 @@ async def raw_redis_cost(settings: Settings, n: int, payload: bytes, redis_pid: 
     return {k: v / n * 1e6 for k, v in meter.spent.items()}
 
 
-async def zeromem_cost(settings: Settings, n: int, owners: int, pids: dict[str, int]) -> dict[str, float]:
+async def zeromem_cost(
+    settings: Settings, n: int, owners: int, pids: dict[str, int]
+) -> dict[str, float]:
     per_owner = n // owners
     total = per_owner * owners
     applied = 0
@@ -109,7 +112,7 @@ async def zeromem_cost(settings: Settings, n: int, owners: int, pids: dict[str, 
         with CpuMeter(pids) as meter:
             for i in range(total):
                 await client.put(f"user:o{i % owners}:turn", sample_value(i // owners),
-                                 content="moved the meeting to Friday 10:00", type="message")  # fmt: skip
+                                 content=CONTENT, type="message")  # fmt: skip
             await client.flush(timeout=120)
             await asyncio.wait_for(done.wait(), 300)
         elapsed = time.perf_counter() - start
@@ -132,23 +135,18 @@ async def main() -> None:
         settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url, shards=args.shards)
         payload = encode(Put(id="01JBENCHMARK0000000000000", tenant="bench", agent="bench",
                              ts=time.time(), key="user:o1:turn", value=sample_value(1),
-                             content="moved the meeting to Friday 10:00", type="message"))  # fmt: skip
+                             content=CONTENT, type="message"))  # fmt: skip
         nc = await nats.connect(stack.nats_url)
         await provision(nc.jetstream(), settings)
         await nc.close()
-        env = dict(os.environ, ZEROMEM_NATS_URL=stack.nats_url, ZEROMEM_REDIS_URL=stack.redis_url,
-                   ZEROMEM_SHARDS=str(args.shards))  # fmt: skip
-        workers = [
-            subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index",
-                              str(i), "--count", str(args.workers)], env=env,
-                             stderr=subprocess.DEVNULL)  # fmt: skip
-            for i in range(args.workers)
-        ]
+        workers = spawn_workers(settings, args.workers)
         try:
             await wait_for_workers(settings)
             pids = {"nats-server": stack.nats.process.pid, "redis-server": stack.redis.process.pid}
             pids |= {f"worker-{i}": w.pid for i, w in enumerate(workers)}
-            raw_nats = await raw_publish_cost(stack.nats_url, args.commands, payload, pids["nats-server"])
+            raw_nats = await raw_publish_cost(
+                stack.nats_url, args.commands, payload, pids["nats-server"]
+            )
             raw_redis = await raw_redis_cost(settings, args.commands, payload, pids["redis-server"])
             cost = await zeromem_cost(settings, args.commands, args.owners, pids)
         finally:
@@ -161,22 +159,27 @@ async def main() -> None:
     total = worker + cost["publisher"] + cost["nats-server"] + cost["redis-server"]
     raw_publish = raw_nats["publisher"] + raw_nats["nats-server"]
     raw_set = raw_redis["publisher"] + raw_redis["redis-server"]
-    print(f"CPU per command, µs ({args.commands} puts across {args.owners} owners, "
-          f"{args.workers} worker process(es))")
+    print(
+        f"CPU per command, µs ({args.commands} puts across {args.owners} owners, "
+        f"{args.workers} worker process(es))"
+    )
     print(f"  SDK publisher   {cost['publisher']:6.1f}")
     print(f"  nats-server     {cost['nats-server']:6.1f}")
     print(f"  workers         {worker:6.1f}")
     print(f"  redis-server    {cost['redis-server']:6.1f}")
     print(f"  all             {total:6.1f}   (wall rate {cost['rate']:.0f} cmd/s)")
-    print(f"baseline: raw JetStream async publish {raw_publish:5.1f} µs/msg "
-          f"(publisher {raw_nats['publisher']:.1f}, nats-server {raw_nats['nats-server']:.1f}); "
-          f"raw pipelined Redis SET {raw_set:5.1f} µs (server {raw_redis['redis-server']:.1f})")
+    print(
+        f"baseline: raw JetStream async publish {raw_publish:5.1f} µs/msg "
+        f"(publisher {raw_nats['publisher']:.1f}, nats-server {raw_nats['nats-server']:.1f}); "
+        f"raw pipelined Redis SET {raw_set:5.1f} µs (server {raw_redis['redis-server']:.1f})"
+    )
     print(f"zeromem CPU per command / raw publish CPU per message: {total / raw_publish:.2f}")
     print(json.dumps({"commands": args.commands, "workers": args.workers,
                       "publisher_us": round(cost["publisher"], 2),
                       "nats_us": round(cost["nats-server"], 2), "workers_us": round(worker, 2),
                       "redis_us": round(cost["redis-server"], 2), "total_us": round(total, 2),
-                      "raw_publish_us": round(raw_publish, 2), "raw_redis_set_us": round(raw_set, 2),
+                      "raw_publish_us": round(raw_publish, 2),
+                      "raw_redis_set_us": round(raw_set, 2),
                       "ratio_to_raw_publish": round(total / raw_publish, 3)}))  # fmt: skip
 
 

@@ -40,6 +40,9 @@ from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 
 
+CONTENT = "moved the meeting to Friday 10:00"  # every benchmark put's summary
+
+
 def sample_value(i: int) -> dict[str, object]:
     return {"turn": i, "note": "user asked to move the meeting to Friday 10:00"}
 
@@ -56,6 +59,17 @@ async def raw_publish_rate(url: str, n: int, payload: bytes) -> float:
     await js.delete_stream("BENCH_RAW")
     await nc.close()
     return n / elapsed
+
+
+def spawn_workers(settings: Settings, count: int) -> list[subprocess.Popen[bytes]]:
+    """``count`` `zeromem worker` processes, splitting the shards between them."""
+    env = dict(os.environ, ZEROMEM_NATS_URL=settings.nats_url,
+               ZEROMEM_REDIS_URL=settings.redis_url, ZEROMEM_SHARDS=str(settings.shards))  # fmt: skip
+    return [
+        subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index", str(i),
+                          "--count", str(count)], env=env, stderr=subprocess.DEVNULL)  # fmt: skip
+        for i in range(count)
+    ]
 
 
 async def wait_for_workers(settings: Settings, timeout: float = 60.0) -> None:
@@ -98,7 +112,7 @@ async def zeromem_rate(settings: Settings, n: int, owners: int, batch: bool,
         start = time.perf_counter()
         for i in range(total):
             await client.put(f"user:o{i % owners}:turn", sample_value(i // owners),
-                             content="moved the meeting to Friday 10:00", type="message")  # fmt: skip
+                             content=CONTENT, type="message")  # fmt: skip
         await client.flush(timeout=120)
         published = time.perf_counter() - start
         await asyncio.wait_for(done.wait(), 300)
@@ -128,18 +142,11 @@ async def main() -> None:
         settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url, shards=args.shards)
         payload = encode(Put(id="01JBENCHMARK0000000000000", tenant="bench", agent="bench",
                              ts=time.time(), key="user:o1:turn", value=sample_value(1),
-                             content="moved the meeting to Friday 10:00", type="message"))  # fmt: skip
+                             content=CONTENT, type="message"))  # fmt: skip
         nc = await nats.connect(stack.nats_url)
         await provision(nc.jetstream(), settings)
         await nc.close()
-        env = dict(os.environ, ZEROMEM_NATS_URL=stack.nats_url, ZEROMEM_REDIS_URL=stack.redis_url,
-                   ZEROMEM_SHARDS=str(args.shards))  # fmt: skip
-        workers = [
-            subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index",
-                              str(i), "--count", str(args.workers)], env=env,
-                             stderr=subprocess.DEVNULL)  # fmt: skip
-            for i in range(args.workers)
-        ]
+        workers = spawn_workers(settings, args.workers)
         try:
             await wait_for_workers(settings)
             # Baseline and zeromem alternate, round after round: on a shared machine the

@@ -44,6 +44,9 @@ def test_round_trip_of_every_command() -> None:
         ({"key": "user:u1:pref:with:colons"}, "$.key"),
         ({"key": "User:u1:x"}, "$.key"),
         ({"tenant": "Acme Corp"}, "$.tenant"),
+        ({"id": "c 1"}, "$.id"),
+        ({"id": "c1\n"}, "$.id"),
+        ({"key": "user:u1:x\n"}, "$.key"),
         ({"content": "x" * 201}, "$.content"),
         ({"ts": "yesterday"}, "$.ts"),
         ({"expected_version": -1}, "$.expected_version"),
@@ -56,6 +59,23 @@ def test_invalid_commands_are_refused_with_a_reason(change: dict[str, object], f
     with pytest.raises(msgspec.ValidationError) as info:
         decode_command(msgspec.msgpack.encode(envelope(**change)))
     assert fragment in str(info.value)
+
+
+def test_envelope_checks_hold_for_values_seen_before_and_at_construction() -> None:
+    """The envelope's patterns are checked once per distinct tenant and key (a cache):
+    a valid value seen before must not let a bad one through, and a command built in
+    Python is checked as a decoded one is."""
+    for _ in range(2):  # the second time, every valid value is a cache hit
+        good = decode_command(msgspec.msgpack.encode(envelope(id="a-b_c", tenant="acme",
+                                                              key="user:u1:x")))  # fmt: skip
+        assert (good.id, good.tenant, good.key) == ("a-b_c", "acme", "user:u1:x")
+        for change in ({"tenant": "acme "}, {"key": "user:u1:x:y"}, {"id": "a-b_c!"}):
+            with pytest.raises(msgspec.ValidationError):
+                decode_command(msgspec.msgpack.encode(envelope(**change)))
+    with pytest.raises(InvalidKeyError, match="user u1"):
+        Put(id="c1", tenant="acme", agent="a", ts=1.0, key="user u1")
+    with pytest.raises(ValueError, match="tenant"):
+        Put(id="c1", tenant="ACME", agent="a", ts=1.0, key="user:u1:x")
 
 
 def test_missing_fields_are_named() -> None:

@@ -33,8 +33,10 @@ TtlSeconds = Annotated[float, msgspec.Meta(gt=0)]
 # decoder. A worker decodes every command and sees the same tenants and keys again and
 # again: a regex per field per command was two thirds of its decoding time, and a value
 # seen valid before is now checked by a set look-up.
-_EnvelopeId = Annotated[str, msgspec.Meta(min_length=1, max_length=64,
-                                          extra_json_schema={"pattern": COMMAND_ID_PATTERN})]  # fmt: skip
+_EnvelopeId = Annotated[
+    str,
+    msgspec.Meta(min_length=1, max_length=64, extra_json_schema={"pattern": COMMAND_ID_PATTERN}),
+]
 _EnvelopeTenant = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": TENANT_FULL_PATTERN})]
 _EnvelopeKey = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": KEY_PATTERN})]
 
@@ -89,7 +91,6 @@ class _Command(
             _IDS.require(command_id)
         _TENANTS.require(self.tenant)
         _KEYS.require(self.key)
-
 
 
 class Put(_Command, tag="put"):
