@@ -23,18 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import nats
-from nats.js.api import StreamConfig
-
-from zeromem import naming
-from zeromem.bus import connect_redis, provision
+from zeromem.bus import connect_redis
 from zeromem.embedded import EmbeddedStack
-from zeromem.schemas import Put, encode
-from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent))
-from write_throughput import CONTENT, sample_value, spawn_workers, wait_for_workers
+from write_throughput import raw_publish_rate, running_workers, sample_payload, zeromem_rate
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -61,15 +55,8 @@ class CpuMeter:
 
 
 async def raw_publish_cost(url: str, n: int, payload: bytes, nats_pid: int) -> dict[str, float]:
-    nc = await nats.connect(url)
-    js = nc.jetstream(publish_async_max_pending=4000)
-    await js.add_stream(StreamConfig(name="BENCH_RAW", subjects=["bench.raw.>"]))
     with CpuMeter({"nats-server": nats_pid}) as meter:
-        for i in range(n):
-            await js.publish_async(f"bench.raw.{i % 16}", payload, headers={"Nats-Msg-Id": f"r{i}"})
-        await js.publish_async_completed()
-    await js.delete_stream("BENCH_RAW")
-    await nc.close()
+        await raw_publish_rate(url, n, payload)
     return {k: v / n * 1e6 for k, v in meter.spent.items()}
 
 
@@ -93,33 +80,11 @@ async def raw_redis_cost(
 async def zeromem_cost(
     settings: Settings, n: int, owners: int, pids: dict[str, int]
 ) -> dict[str, float]:
-    per_owner = n // owners
-    total = per_owner * owners
-    applied = 0
-    done = asyncio.Event()
-
-    async def on_change(msg) -> None:  # type: ignore[no-untyped-def]
-        nonlocal applied
-        applied += int(msg.headers[naming.BATCH_HEADER]) if msg.headers else 1
-        if applied >= total:
-            done.set()
-
-    async with await MemoryClient.connect(settings.nats_url, tenant="cost", agent="bench",
-                                          shards=settings.shards) as client:  # fmt: skip
-        sub = await client.nc.subscribe(naming.change_watch_subject("cost"), cb=on_change)
-        await client.nc.flush()
-        start = time.perf_counter()
-        with CpuMeter(pids) as meter:
-            for i in range(total):
-                await client.put(f"user:o{i % owners}:turn", sample_value(i // owners),
-                                 content=CONTENT, type="message")  # fmt: skip
-            await client.flush(timeout=120)
-            await asyncio.wait_for(done.wait(), 300)
-        elapsed = time.perf_counter() - start
-        await sub.unsubscribe()
-    costs = {k: v / total * 1e6 for k, v in meter.spent.items()}
-    costs["rate"] = total / elapsed
-    return costs
+    """CPU per command of write_throughput's batched run, the same workload."""
+    with CpuMeter(pids) as meter:
+        rate, _ = await zeromem_rate(settings, n, owners, batch=True, tenant="cost")
+    commands = n // owners * owners
+    return {k: v / commands * 1e6 for k, v in meter.spent.items()} | {"rate": rate}
 
 
 async def main() -> None:
@@ -133,27 +98,14 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
         assert stack.nats and stack.nats.process and stack.redis and stack.redis.process
         settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url, shards=args.shards)
-        payload = encode(Put(id="01JBENCHMARK0000000000000", tenant="bench", agent="bench",
-                             ts=time.time(), key="user:o1:turn", value=sample_value(1),
-                             content=CONTENT, type="message"))  # fmt: skip
-        nc = await nats.connect(stack.nats_url)
-        await provision(nc.jetstream(), settings)
-        await nc.close()
-        workers = spawn_workers(settings, args.workers)
-        try:
-            await wait_for_workers(settings)
+        payload = sample_payload()
+        async with running_workers(settings, args.workers) as workers:
             pids = {"nats-server": stack.nats.process.pid, "redis-server": stack.redis.process.pid}
             pids |= {f"worker-{i}": w.pid for i, w in enumerate(workers)}
-            raw_nats = await raw_publish_cost(
-                stack.nats_url, args.commands, payload, pids["nats-server"]
-            )
+            raw_nats = await raw_publish_cost(stack.nats_url, args.commands, payload,
+                                              pids["nats-server"])  # fmt: skip
             raw_redis = await raw_redis_cost(settings, args.commands, payload, pids["redis-server"])
             cost = await zeromem_cost(settings, args.commands, args.owners, pids)
-        finally:
-            for w in workers:
-                w.terminate()
-            for w in workers:
-                w.wait(10)
 
     worker = sum(v for k, v in cost.items() if k.startswith("worker-"))
     total = worker + cost["publisher"] + cost["nats-server"] + cost["redis-server"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import nats
@@ -38,7 +40,6 @@ from zeromem.embedded import EmbeddedStack
 from zeromem.schemas import Put, encode
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
-
 
 CONTENT = "moved the meeting to Friday 10:00"  # every benchmark put's summary
 
@@ -61,15 +62,37 @@ async def raw_publish_rate(url: str, n: int, payload: bytes) -> float:
     return n / elapsed
 
 
-def spawn_workers(settings: Settings, count: int) -> list[subprocess.Popen[bytes]]:
-    """``count`` `zeromem worker` processes, splitting the shards between them."""
+def sample_payload() -> bytes:
+    """An encoded put like the ones the benchmarks publish: the raw baseline's message."""
+    return encode(Put(id="01JBENCHMARK0000000000000", tenant="bench", agent="bench",
+                      ts=time.time(), key="user:o1:turn", value=sample_value(1),
+                      content=CONTENT, type="message"))  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def running_workers(
+    settings: Settings, count: int
+) -> AsyncIterator[list[subprocess.Popen[bytes]]]:
+    """The streams provisioned and ``count`` `zeromem worker` processes splitting the
+    shards, every lease taken; stopped on exit."""
+    nc = await nats.connect(settings.nats_url)
+    await provision(nc.jetstream(), settings)
+    await nc.close()
     env = dict(os.environ, ZEROMEM_NATS_URL=settings.nats_url,
                ZEROMEM_REDIS_URL=settings.redis_url, ZEROMEM_SHARDS=str(settings.shards))  # fmt: skip
-    return [
+    workers = [
         subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index", str(i),
                           "--count", str(count)], env=env, stderr=subprocess.DEVNULL)  # fmt: skip
         for i in range(count)
     ]
+    try:
+        await wait_for_workers(settings)
+        yield workers
+    finally:
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            w.wait(10)
 
 
 async def wait_for_workers(settings: Settings, timeout: float = 60.0) -> None:
@@ -140,15 +163,8 @@ async def main() -> None:
     rounds: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
         settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url, shards=args.shards)
-        payload = encode(Put(id="01JBENCHMARK0000000000000", tenant="bench", agent="bench",
-                             ts=time.time(), key="user:o1:turn", value=sample_value(1),
-                             content=CONTENT, type="message"))  # fmt: skip
-        nc = await nats.connect(stack.nats_url)
-        await provision(nc.jetstream(), settings)
-        await nc.close()
-        workers = spawn_workers(settings, args.workers)
-        try:
-            await wait_for_workers(settings)
+        payload = sample_payload()
+        async with running_workers(settings, args.workers):
             # Baseline and zeromem alternate, round after round: on a shared machine the
             # load drifts, and each ratio compares runs made seconds apart.
             for r in range(args.rounds):
@@ -161,11 +177,6 @@ async def main() -> None:
                                "unbatched": unbatched, "ratio": applied / raw})  # fmt: skip
                 print(f"round {r + 1}: raw {raw:8.0f} msg/s   applied {applied:8.0f} cmd/s   "
                       f"ratio {applied / raw:.2f}   (unbatched {unbatched / raw:.2f})")
-        finally:
-            for w in workers:
-                w.terminate()
-            for w in workers:
-                w.wait(10)
 
     def median(field: str) -> float:
         return statistics.median(r[field] for r in rounds)

@@ -7,6 +7,7 @@ absent = last writer wins, 0 = the memory must not exist yet, N = it must be at 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -41,36 +42,30 @@ _EnvelopeTenant = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": TENA
 _EnvelopeKey = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": KEY_PATTERN})]
 
 
-class _Checked:
-    """One field's pattern, and the values already found to match it (bounded: cleared
-    when full)."""
+def _pattern_check(
+    path: str, pattern: str, error: Callable[[str, str], ValueError] | None = None
+) -> Callable[[str], str]:
+    """A function that returns a value matching ``pattern`` and raises on any other."""
+    search = re.compile(pattern).search
 
-    def __init__(self, path: str, pattern: str, remember: bool = True,
-                 error: Callable[[str, str], ValueError] | None = None) -> None:  # fmt: skip
-        self.path = path
-        self.pattern = pattern
-        self.search = re.compile(pattern).search
-        self.valid: set[str] | None = set() if remember else None
-        self.error = error
-
-    def require(self, value: str) -> None:
-        valid = self.valid
-        if valid is not None and value in valid:
-            return
-        if self.search(value) is None:
-            if self.error is not None:
-                raise self.error(value, self.path)
+    def check(value: str) -> str:
+        if search(value) is None:
+            if error is not None:
+                raise error(value, path)
             # worded as msgspec words its own pattern errors
-            raise ValueError(f"Expected `str` matching regex {self.pattern!r} - at `$.{self.path}`")
-        if valid is not None:
-            if len(valid) >= 65536:
-                valid.clear()
-            valid.add(value)
+            raise ValueError(f"Expected `str` matching regex {pattern!r} - at `$.{path}`")
+        return value
+
+    return check
 
 
-_TENANTS = _Checked("tenant", TENANT_FULL_PATTERN)
-_KEYS = _Checked("key", KEY_PATTERN, error=InvalidKeyError)  # says what a key looks like
-_IDS = _Checked("id", COMMAND_ID_PATTERN, remember=False)  # unique: nothing worth keeping
+# Tenants and keys come again and again: a value found valid is remembered (a failure
+# raises, so it is never cached). Ids are unique: nothing worth remembering.
+_check_tenant = functools.lru_cache(maxsize=65536)(_pattern_check("tenant", TENANT_FULL_PATTERN))
+_check_key = functools.lru_cache(maxsize=65536)(
+    _pattern_check("key", KEY_PATTERN, error=InvalidKeyError)  # says what a key looks like
+)
+_check_id = _pattern_check("id", COMMAND_ID_PATTERN)
 
 
 class _Command(
@@ -88,9 +83,9 @@ class _Command(
         # Run on decode (a failure is a ValidationError, as any other) and on construction.
         command_id = self.id
         if not (command_id.isascii() and command_id.isalnum()):  # ULIDs and hex ids pass here
-            _IDS.require(command_id)
-        _TENANTS.require(self.tenant)
-        _KEYS.require(self.key)
+            _check_id(command_id)
+        _check_tenant(self.tenant)
+        _check_key(self.key)
 
 
 class Put(_Command, tag="put"):

@@ -10,6 +10,7 @@ log lines are scrubbed of ``name=value`` / ``"name": value`` pairs with a sensit
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from typing import Any
@@ -21,7 +22,8 @@ from zeromem.schemas import REDACTED
 class Redactor:
     def __init__(self, pattern: str = DEFAULT_SENSITIVE_PATTERN) -> None:
         self.pattern = re.compile(pattern)
-        self._sensitive_keys: dict[str, bool] = {}
+        # Asked for every audited write: the answer per key is kept.
+        self.key_is_sensitive = functools.lru_cache(maxsize=65536)(self._key_is_sensitive)
         # name=value, name: value, "name": "value" (quoted or bare), for a sensitive name
         self._pairs = re.compile(
             r"""(?P<name>["']?[\w.-]*(?:""" + _inner(pattern) + r""")[\w.-]*["']?)"""
@@ -29,16 +31,9 @@ class Redactor:
             re.IGNORECASE,
         )
 
-    def key_is_sensitive(self, key: str) -> bool:
-        # Asked for every audited write: the answer per key is kept (a bounded cache).
-        known = self._sensitive_keys.get(key)
-        if known is None:
-            name = key.split(":", 2)[2] if key.count(":") == 2 else ""
-            known = bool(name) and self.pattern.search(name) is not None
-            if len(self._sensitive_keys) >= 65536:
-                self._sensitive_keys.clear()
-            self._sensitive_keys[key] = known
-        return known
+    def _key_is_sensitive(self, key: str) -> bool:
+        name = key.split(":", 2)[2] if key.count(":") == 2 else ""
+        return bool(name) and self.pattern.search(name) is not None
 
     def value(self, value: Any) -> Any:
         """``value`` with the value of every field whose name is sensitive redacted."""

@@ -8,6 +8,7 @@ not the subject's, a shard that is not the owner's.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from zeromem import naming
@@ -23,10 +24,11 @@ class Invalid:
 ENVELOPE_ALLOWANCE = 8 * 1024
 
 
-# (tenant, key, shard count) -> the owner's shard: a worker sees the same keys again and
-# again, and hashing each command's owner was a few percent of its time.
-_shard_of: dict[tuple[str, str, int], int] = {}
-_SHARD_CACHE_SIZE = 65536
+@functools.lru_cache(maxsize=65536)
+def _shard_of_key(tenant: str, key: str, shards: int) -> int:
+    # Cached: a worker sees the same keys again and again, and hashing each command's owner
+    # was a few percent of its time.
+    return naming.shard_for(tenant, owner_of(key), shards)
 
 
 def admit(
@@ -46,12 +48,7 @@ def admit(
         return Invalid(
             f"tenant_mismatch: payload tenant {command.tenant!r} on subject of tenant {subject_tenant!r}"
         )
-    route = (command.tenant, command.key, shards)
-    expected_shard = _shard_of.get(route)
-    if expected_shard is None:
-        if len(_shard_of) >= _SHARD_CACHE_SIZE:
-            _shard_of.clear()
-        expected_shard = _shard_of[route] = naming.shard_for(command.tenant, owner_of(command.key), shards)
+    expected_shard = _shard_of_key(command.tenant, command.key, shards)
     if expected_shard != shard:
         return Invalid(
             f"wrong_shard: owner {owner_of(command.key)!r} belongs to shard {expected_shard} "
