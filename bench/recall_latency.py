@@ -26,7 +26,6 @@ from pathlib import Path
 
 import nats
 
-from zeromem import naming
 from zeromem.bus import connect_nats, provision
 from zeromem.embedded import EmbeddedStack
 from zeromem.sdk import MemoryClient

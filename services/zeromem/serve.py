@@ -48,7 +48,8 @@ class ReadServices:
 
 async def run_read_services(settings: Settings) -> None:
     redis = connect_redis(settings)
-    telemetry = configure_telemetry(TelemetryConfig("serve", settings.metrics_port))
+    telemetry = configure_telemetry(
+        TelemetryConfig("serve", settings.metrics_port, settings.metrics_host))
     services = await ReadServices.start(settings, redis, telemetry)
     settle_after_start()
     try:

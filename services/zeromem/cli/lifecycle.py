@@ -30,7 +30,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
     from zeromem.lifecycle.archive import owners_to_archive
 
     main = _main()
-    settings = main._resolved_settings(args)
+    settings = main._admin_settings(args)
     cutoff = time.time() - args.older_than_days * 86400
 
     async def body(client: Any) -> int:
@@ -166,7 +166,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     from zeromem.lifecycle.rebuild import rebuild
 
     main = _main()
-    settings = main._resolved_settings(args)
+    settings = main._admin_settings(args)
     what = f"tenant {args.tenant}" if args.tenant else "every tenant"
     if not args.yes:
         print(f"This replaces the Redis state of {what} with a replay of the command log "

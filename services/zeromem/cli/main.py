@@ -23,6 +23,8 @@ from zeromem.settings import Settings
 ENVIRONMENT_HELP = """environment:
   ZEROMEM_NATS_URL, ZEROMEM_REDIS_URL  servers to use (NATS_URL / REDIS_URL also work);
                                        unset: the stack `zeromem up` runs in this directory
+  ZEROMEM_NATS_CREDS (NATS_CREDS)      the creds file this process connects with
+  ZEROMEM_REDIS_USERNAME/_PASSWORD     its Redis ACL user (or in the URL: redis://user:pw@...)
   ZEROMEM_SHARDS                       shard count, the same for every publisher and worker
 """
 
@@ -46,8 +48,25 @@ def _resolved_settings(args: argparse.Namespace) -> Settings:
     info = find_running_stack(settings.data_dir)
     if info is None:
         sys.exit("no zeromem stack found: run `zeromem up`, or set NATS_URL and REDIS_URL")
-    return settings.with_urls(settings.nats_url or info.nats_url,
-                              settings.redis_url or info.redis_url)  # fmt: skip
+    settings = settings.with_urls(settings.nats_url or info.nats_url,
+                                  settings.redis_url or info.redis_url)  # fmt: skip
+    if info.auth_dir and not settings.auth_dir:
+        from dataclasses import replace
+
+        settings = replace(settings, auth_dir=info.auth_dir)
+    return settings
+
+
+def _admin_settings(args: argparse.Namespace) -> Settings:
+    """Resolved settings as the operator's admin identity (rebuild, archive's survey of
+    Redis), when the local authority is at hand and no credential is configured."""
+    settings = _resolved_settings(args)
+    if settings.nats_creds or settings.nats_token:
+        return settings
+    from zeromem.auth.credentials import local_authority
+    from zeromem.embedded.stack import settings_for_role
+
+    return settings_for_role(settings, local_authority(settings), "admin")
 
 
 def _run_service(main: Callable[[], Awaitable[None]]) -> int:
@@ -94,7 +113,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from zeromem.mcp_server import run_mcp
 
     settings = _settings(args)
-    return run_mcp(settings, args.transport, args.host, args.port, args.tenant, args.agent)
+    return run_mcp(settings, args.transport, args.host, args.port, args.tenant, args.agent,
+                   args.tokens)  # fmt: skip
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -113,7 +133,8 @@ def _client_call(args: argparse.Namespace, body: Callable[[Any], Awaitable[int]]
     async def run() -> int:
         settings = _resolved_settings(args)
         client = await MemoryClient.connect(settings.nats_url, tenant=args.tenant,
-                                            agent=args.agent, shards=settings.shards)  # fmt: skip
+                                            agent=args.agent, shards=settings.shards,
+                                            settings=settings)  # fmt: skip
         try:
             return await body(client)
         finally:
@@ -301,8 +322,11 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--transport", default="stdio", choices=["stdio", "http"])
     mcp.add_argument("--host", default="127.0.0.1")
     mcp.add_argument("--port", type=int, default=8765)
-    mcp.add_argument("--tenant", default="default")
-    mcp.add_argument("--agent", default="mcp", help="agent id recorded with every write")
+    mcp.add_argument("--tenant", help="tenant (stdio; default: the credential's, else 'default')")
+    mcp.add_argument("--agent", help="agent id recorded with every write (stdio; default: the "
+                     "credential's, else 'mcp')")
+    mcp.add_argument("--tokens", help="bearer token file for --transport http (default: "
+                     "mcp-tokens.json of the local authority)")
     mcp.set_defaults(func=cmd_mcp)
 
     for service in (worker, serve, mcp):
@@ -378,9 +402,11 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--wait", default="applied", choices=["none", "stored", "applied"])
     delete.set_defaults(func=cmd_delete)
 
+    from zeromem.cli.auth import add_auth_parser
     from zeromem.cli.lifecycle import add_lifecycle_parsers
 
     add_lifecycle_parsers(sub, client_parser)
+    add_auth_parser(sub)
     return parser
 
 

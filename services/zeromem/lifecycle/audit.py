@@ -15,6 +15,7 @@ from typing import Any
 
 from nats.aio.client import Client as NatsClient
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import NotFoundError
 
 from zeromem import naming
@@ -128,6 +129,11 @@ async def read_audit(
         info = await js.add_consumer(naming.AUDIT_STREAM, config)
     except NotFoundError:  # no audit stream yet: nothing was ever recorded
         return []
+    except NatsTimeoutError:
+        raise PermissionError(
+            "no answer to opening the audit trail: this credential may not read it (issue "
+            "one with `zeromem auth issue TENANT AGENT --audit`), or JetStream is down"
+        ) from None
     remaining = info.num_pending or 0
     out: list[AuditEntry] = []
     seen: set[tuple[str, str]] = set()

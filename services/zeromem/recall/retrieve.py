@@ -30,8 +30,7 @@ from typing import Any
 
 import msgspec
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from zeromem import naming
 from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, Card, card_of, decode_card
@@ -139,7 +138,7 @@ async def gather(
 
     stats, df, n_docs = _corpus(owners, query_terms, owner_stats, df_by_owner_term)
     filtered_total = sum(sizes) if sizes else 0
-    enumerate_filtered = filters.any and 0 < len(sizes) and filtered_total <= ENUMERATE_LIMIT
+    enumerate_filtered = filters.any and len(sizes) > 0 and filtered_total <= ENUMERATE_LIMIT
     if filters.any and sizes and filtered_total == 0:
         return Gathered([], {}, stats, 0, False, 0)
 

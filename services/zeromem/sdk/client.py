@@ -183,6 +183,7 @@ class MemoryClient:
         timeout: float = 5.0,
         telemetry: Telemetry | None = None,
         batch: bool = True,
+        settings: Any = None,
     ) -> MemoryClient:
         """Connect to ``url``; without one, ZEROMEM_NATS_URL / NATS_URL, then the embedded
         stack ``zeromem up`` runs in this directory. ``creds`` is a creds file (or
@@ -190,11 +191,12 @@ class MemoryClient:
         environment's (ZEROMEM_CREDS, NATS_CREDS, ZEROMEM_TOKEN), then the local stack's
         authority (see ``zeromem.auth.credentials``). ``tenant`` and ``agent`` default to
         the credential's own. ``batch=False`` sends every fire-and-forget write as a
-        message of its own (see ``zeromem.sdk.batching``)."""
+        message of its own (see ``zeromem.sdk.batching``). ``settings`` (default: from the
+        environment) says where the local stack and its authority are."""
         from zeromem.auth.credentials import agent_credential, check_identity, nats_options
         from zeromem.settings import Settings
 
-        settings = Settings.from_env()
+        settings = settings or Settings.from_env()
         if not url:
             url = settings.nats_url or _embedded_nats_url(settings)
         credential = agent_credential(settings, tenant or "default", agent or "agent", creds,

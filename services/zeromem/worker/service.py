@@ -1035,7 +1035,8 @@ async def run_worker(settings: Settings, index: int, count: int) -> None:
     shards = naming.shards_of_worker(index, count, settings.shards)
     nc = await connect_nats(settings, name=f"zeromem-worker-{index}")
     redis = connect_redis(settings)
-    telemetry = configure_telemetry(TelemetryConfig("worker", settings.metrics_port))
+    telemetry = configure_telemetry(
+        TelemetryConfig("worker", settings.metrics_port, settings.metrics_host))
     worker = await WorkerService(settings, shards, nc=nc, redis=redis, telemetry=telemetry).start()
     settle_after_start()
     log.info("worker %d/%d owns shards %s", index, count, shards)
