@@ -12,7 +12,7 @@ import nats
 from tests.reliability.cluster import Cluster, scale
 from tests.reliability.history import History, Report, cas_increment, summarize, wait_idle
 from zeromem import naming
-from zeromem.bus import connect_redis
+from zeromem.bus import connect_nats, connect_redis
 from zeromem.schemas import Applied, decode_result
 from zeromem.sdk import MemoryClient
 
@@ -47,7 +47,7 @@ async def test_32_agents_compare_and_set_one_counter(cluster: Cluster, tenant: s
             await client.close()
 
     expected = AGENTS * per_agent
-    nc = await nats.connect(cluster.settings.nats_url)
+    nc = await connect_nats(cluster.settings, "observer")
     redis = connect_redis(cluster.settings)
     try:
         await wait_idle(nc, cluster.settings.shards)

@@ -21,7 +21,7 @@ import nats
 
 from tests.reliability.cluster import Cluster, CutProxy, scale
 from tests.reliability.history import Report, Workload, check, run_workload, summarize, wait_idle
-from zeromem.bus import connect_redis
+from zeromem.bus import connect_nats, connect_redis
 from zeromem.sdk import MemoryClient
 
 Fault = Callable[[], Awaitable[None]]
@@ -54,7 +54,7 @@ async def run_scenario(
                                      duration_s=duration, fault=fault)  # fmt: skip
         if after is not None:
             await after()
-        nc = await nats.connect(cluster.settings.nats_url)
+        nc = await connect_nats(cluster.settings, "observer")
         redis = connect_redis(cluster.settings)
         try:
             await wait_idle(nc, cluster.settings.shards, limit_s=idle_limit_s)
