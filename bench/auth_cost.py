@@ -72,8 +72,9 @@ async def main() -> None:
             stack = stacks.enter_context(EmbeddedStack(Path(tmp) / mode, secure=secure))
             settings = stack_settings(stack, Settings(shards=16))
             procs += await start_services(settings, workers=2)
-            async with await MemoryClient.connect(settings.nats_url, tenant="bench", agent="bench",
-                                                  timeout=30, settings=settings) as client:  # fmt: skip
+            async with await MemoryClient.connect(
+                settings.nats_url, tenant="bench", agent="bench", timeout=30, settings=settings
+            ) as client:
                 await load(client, "user:recall", args.memories, random.Random(7))
             modes[mode] = settings
         try:
@@ -82,16 +83,17 @@ async def main() -> None:
                 for mode, settings in modes.items():
                     row[f"raw_{mode}"] = await raw_publish_rate(settings, args.commands, payload)
                     row[f"applied_{mode}"], _ = await zeromem_rate(
-                        settings, args.commands, args.owners, batch=True, tenant=f"w{r}")  # fmt: skip
+                        settings, args.commands, args.owners, batch=True, tenant=f"w{r}")
                     rtt = await raw_round_trips(settings, args.queries)
                     row[f"rtt_p50_{mode}"] = percentile(rtt, 50)
                     samples = await recall_latencies(settings, "user:recall", args.queries, rng)
                     row[f"recall_p50_{mode}"] = percentile(samples, 50)
                     row[f"recall_p99_{mode}"] = percentile(samples, 99)
                 rounds.append(row)
-                print(f"round {r + 1}: applied on/off {row['applied_on']:.0f}/{row['applied_off']:.0f}"
-                      f" cmd/s (raw {row['raw_on']:.0f}/{row['raw_off']:.0f} msg/s); recall p50 "
-                      f"on/off {row['recall_p50_on']:.2f}/{row['recall_p50_off']:.2f} ms", flush=True)
+                print(f"round {r + 1}: applied on/off {row['applied_on']:.0f}/"
+                      f"{row['applied_off']:.0f} cmd/s (raw {row['raw_on']:.0f}/"
+                      f"{row['raw_off']:.0f} msg/s); recall p50 on/off "
+                      f"{row['recall_p50_on']:.2f}/{row['recall_p50_off']:.2f} ms", flush=True)
         finally:
             for p in procs:
                 p.terminate()
@@ -117,7 +119,8 @@ async def main() -> None:
     print(f"medians of {args.rounds} rounds")
     for mode in ("on", "off"):
         print(f"auth {mode:3}  raw publish {m[f'raw_{mode}']:8.0f} msg/s   applied "
-              f"{m[f'applied_{mode}']:8.0f} cmd/s (ratio to raw {out[f'write_ratio_to_raw_{mode}']:.2f})"
+              f"{m[f'applied_{mode}']:8.0f} cmd/s "
+              f"(ratio to raw {out[f'write_ratio_to_raw_{mode}']:.2f})"
               f"   raw rtt p50 {m[f'rtt_p50_{mode}']:.2f} ms   recall p50 "
               f"{m[f'recall_p50_{mode}']:.2f} ms p99 {m[f'recall_p99_{mode}']:.2f} ms")  # fmt: skip
     print(f"secured / open: writes {out['write_on_over_off']:.2f}, raw publish "

@@ -30,9 +30,8 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
-
 from dataclasses import replace
+from pathlib import Path
 
 from nats.js.api import StreamConfig
 

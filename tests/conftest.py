@@ -45,7 +45,9 @@ def admin_settings(stack: EmbeddedStack, data_dir: Path) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def servers(tmp_path_factory: pytest.TempPathFactory, authority: Authority) -> Iterator[EmbeddedStack]:
+def servers(
+    tmp_path_factory: pytest.TempPathFactory, authority: Authority
+) -> Iterator[EmbeddedStack]:
     stack = EmbeddedStack(tmp_path_factory.mktemp("zeromem-stack"), authority=authority).start()
     try:
         yield stack

@@ -106,7 +106,8 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
                                                   shards=settings.shards) as client:  # fmt: skip
                 sent += await _workload(client, rng, owners)
                 # one message that is no command at all
-                await client.nc.publish(naming.command_subject(tenant, 0, "load"), b"\xc1 not msgpack")
+                await client.nc.publish(naming.command_subject(tenant, 0, "load"),
+                                        b"\xc1 not msgpack")
                 await _settle(client, settings.shards, nc)
         assert sent >= 10_000
         worker = services.workers[0]

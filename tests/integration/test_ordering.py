@@ -28,7 +28,7 @@ async def test_10k_fire_and_forget_puts_across_100_owners_apply_in_order(
 
     # An observer as the operator: agents may not subscribe to core change subjects.
     observer = await connect_nats(running, "observer")
-    sub = await observer.subscribe(naming.change_watch_subject(client.tenant), cb=on_change)
+    await observer.subscribe(naming.change_watch_subject(client.tenant), cb=on_change)
     await observer.flush()
     try:
         for i in range(total):
@@ -60,7 +60,7 @@ async def test_concurrent_publishers_keep_each_publishers_order(running, tenant:
             done.set()
 
     observer = await connect_nats(running, "observer")
-    sub = await observer.subscribe(naming.change_watch_subject(tenant, "task", "t1"), cb=on_change)
+    await observer.subscribe(naming.change_watch_subject(tenant, "task", "t1"), cb=on_change)
     await observer.flush()
 
     async def agent(c: MemoryClient) -> None:

@@ -17,8 +17,6 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import nats
-
 from zeromem import naming
 from zeromem.auth.authority import REDIS_ROLES, Authority
 from zeromem.auth.redis_acl import acl_file

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.cluster import Cluster, long_mode
-from zeromem.auth.authority import Authority
 from tests.reliability.history import SUMMARY_LINES
+from zeromem.auth.authority import Authority
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from collections import Counter
 from collections.abc import Callable
 
 import msgspec
-import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
@@ -150,15 +149,17 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
                 headers = {naming.BATCH_HEADER: "3"}
             else:
                 headers = None
-            acks.append((family, await js.publish_async(naming.command_subject(tenant, shard, "fuzz"),
-                                                        payload, headers=headers), None))  # fmt: skip
+            subject = naming.command_subject(tenant, shard, "fuzz")
+            acks.append((family, await js.publish_async(subject, payload, headers=headers),
+                         None))  # fmt: skip
             if i % valid_every == 0:
                 key = f"{owner}:valid{i}"
                 valid_keys.append(key)
                 command = Put(id=new_command_id(), tenant=tenant, agent="ok", ts=time.time(),
                               key=key, value={"i": i})  # fmt: skip
                 own_shard = naming.shard_for(tenant, owner, shards)
-                await js.publish_async(naming.command_subject(tenant, own_shard, "ok"), encode(command),
+                await js.publish_async(naming.command_subject(tenant, own_shard, "ok"),
+                                       encode(command),
                                        headers={naming.MSG_ID_HEADER: command.id})
         await js.publish_async_completed()
         for family, ack, index in acks:

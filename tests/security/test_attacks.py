@@ -223,8 +223,8 @@ async def test_a_revoked_credential_is_cut_off_at_once(deployment: Deployment) -
     assert [r.user for r in revoked] == [credential.public_key]
 
     async def connect(creds: Path) -> Any:
-        return await nats.connect(deployment.settings.nats_url,
-                                  **nats_options(deployment.settings, load_credential(creds)))  # fmt: skip
+        options = nats_options(deployment.settings, load_credential(creds))
+        return await nats.connect(deployment.settings.nats_url, **options)
 
     await push_account(authority, connect)  # what `zeromem auth revoke` does
     # The server closes the live connection itself, without a restart...
@@ -277,7 +277,8 @@ async def _dead_letters(deployment: Deployment, tenant: str,
     start = after[naming.DEAD_LETTER_STREAM][1] + 1
     for _ in range(60):
         sub = await js.pull_subscribe(f"{naming.dead_letter_subject(tenant, 0)[:-2]}.*",
-                                      stream=naming.DEAD_LETTER_STREAM, config=_from(start))  # fmt: skip
+                                      stream=naming.DEAD_LETTER_STREAM,
+                                      config=_from(start))  # fmt: skip
         try:
             msgs = await sub.fetch(10, timeout=0.2)
         except Exception:
@@ -382,9 +383,11 @@ async def test_a_reply_header_cannot_redirect_the_worker(deployment: Deployment)
     before = await deployment.snapshot("bravo")
     before_counts = await deployment.subject_counts("bravo")
     shard = naming.shard_for("alpha", "user:u8", deployment.settings.shards)
-    targets = (naming.audit_write_subject("bravo", 0),  # another tenant's audit trail
-               naming.command_subject("bravo", shard, "bob"),  # its command stream
-               f"{naming.agent_inbox_prefix('bravo', 'bob')}.spy.x")  # another agent's inbox  # fmt: skip
+    targets = (
+        naming.audit_write_subject("bravo", 0),  # another tenant's audit trail
+        naming.command_subject("bravo", shard, "bob"),  # its command stream
+        f"{naming.agent_inbox_prefix('bravo', 'bob')}.spy.x",  # another agent's inbox
+    )
     for n, target in enumerate(targets):
         command = Put(id=f"redirect{n}", tenant="alpha", agent="alice", ts=time.time(),
                       key="user:u8:k", value=n)  # fmt: skip

@@ -171,11 +171,11 @@ class Authority:
                 "system_account": KeyPair.generate("account").seed,
                 "account": KeyPair.generate("account").seed,
                 "signing": {name: KeyPair.generate("account").seed
-                            for name in ("service", *SCOPES)},  # fmt: skip
+                            for name in ("service", *SCOPES)},
                 "redis_passwords": {role: secrets.token_urlsafe(24) for role in REDIS_ROLES},
                 "created_at": int(time.time()),
                 "account_issued_at": 0,
-            }  # fmt: skip
+            }
             directory.mkdir(parents=True, exist_ok=True)
             os.chmod(directory, 0o700)
             _write_private(directory / STATE_FILE, json.dumps(state, indent=2) + "\n")
@@ -219,7 +219,8 @@ class Authority:
         """A new issue time for the account JWT (strictly later than the last one)."""
         with _locked(self.directory):
             state = json.loads((self.directory / STATE_FILE).read_text())
-            state["account_issued_at"] = max(int(time.time()), state.get("account_issued_at", 0) + 1)
+            last = state.get("account_issued_at", 0)
+            state["account_issued_at"] = max(int(time.time()), last + 1)
             _write_private(self.directory / STATE_FILE, json.dumps(state, indent=2) + "\n")
             self._state = state
 
@@ -275,15 +276,18 @@ class Authority:
             self.service_credential(role).write(path)
         return path
 
-    def issue_agent(self, tenant: str, agent: str, *, audit: bool = False, bearer: bool = False,
-                    expires_in: float | None = None, record: bool = True) -> Credential:  # fmt: skip
+    def issue_agent(
+        self, tenant: str, agent: str, *, audit: bool = False, bearer: bool = False,
+        expires_in: float | None = None, record: bool = True,
+    ) -> Credential:  # fmt: skip
         """A credential for ``agent`` of ``tenant``: it can act as that agent only.
         ``record=False`` (what the local CLI mints for itself, short-lived) keeps it off
         the registry. A recorded credential's tenant must exist."""
         check_tenant(tenant)
         check_agent(agent)
         if record and tenant not in self.registry().get("tenants", {}):
-            raise AuthError(f"unknown tenant {tenant!r}: `zeromem auth tenant create {tenant}` first")
+            raise AuthError(f"unknown tenant {tenant!r}: "
+                            f"`zeromem auth tenant create {tenant}` first")  # fmt: skip
         user = KeyPair.generate("user")
         now = int(time.time())
         expires_at = int(now + expires_in) if expires_in else 0

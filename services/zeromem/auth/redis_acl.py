@@ -27,8 +27,8 @@ def acl_rules(role: str) -> str:
     if role == "admin":
         return "~* &* +@all"
     if role == "worker":
-        return (f"resetkeys ~{everything} resetchannels "
-                "-@all +@read +@write +@scripting +@connection +@transaction -@dangerous")  # fmt: skip
+        return (f"resetkeys ~{everything} resetchannels -@all +@read +@write +@scripting "
+                "+@connection +@transaction -@dangerous")  # fmt: skip
     if role == "reader":
         # %R~: read-only keys; the ledger's keys are read-write.
         return (f"resetkeys %R~{everything} ~{naming.REDIS_USAGE_PATTERN} resetchannels "

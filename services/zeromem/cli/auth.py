@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from zeromem.auth.authority import Authority, AuthError
+from zeromem.auth.authority import AuthError, Authority
 from zeromem.settings import Settings
 
 

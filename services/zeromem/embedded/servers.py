@@ -169,9 +169,10 @@ class NatsServer(EmbeddedServer):
     def command(self) -> list[str]:
         if self.authority is not None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            self.config_path.write_text(self.authority.nats_config(
+            config = self.authority.nats_config(
                 host="127.0.0.1", port=self.port, store_dir=self.data_dir / "jetstream",
-                resolver_dir=self.data_dir / "accounts", server_name="zeromem-embedded"))  # fmt: skip
+                resolver_dir=self.data_dir / "accounts", server_name="zeromem-embedded")
+            self.config_path.write_text(config)
             return [find_nats_server(), "-c", str(self.config_path)]
         return [
             find_nats_server(),
@@ -209,7 +210,8 @@ class RedisServer(EmbeddedServer):
             "--save", "",
             "--daemonize", "no",
             "--protected-mode", "no",
-        ] + self._acl_arguments()  # fmt: skip
+            *self._acl_arguments(),
+        ]  # fmt: skip
 
     def _acl_arguments(self) -> list[str]:
         if not self.acl:

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 
 from zeromem import naming
@@ -117,8 +117,8 @@ async def read_audit(
     if since is not None:
         from datetime import UTC, datetime
 
-        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME,
-                                opt_start_time=datetime.fromtimestamp(since, UTC).isoformat())  # fmt: skip
+        start = datetime.fromtimestamp(since, UTC).isoformat()
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=start)
     config.name = nc._nuid.next().decode()
     config.filter_subject = naming.audit_tenant_subject(tenant)
     config.ack_policy = AckPolicy.NONE

@@ -39,9 +39,10 @@ class _Buffer:
 
 
 class CommandBatcher:
-    def __init__(self, acks: AckCounter, max_commands: int = MAX_COMMANDS,
-                 max_bytes: int = MAX_BYTES,
-                 dedupe_id: Callable[[str], str] = lambda command_id: command_id) -> None:  # fmt: skip
+    def __init__(
+        self, acks: AckCounter, max_commands: int = MAX_COMMANDS, max_bytes: int = MAX_BYTES,
+        dedupe_id: Callable[[str], str] = lambda command_id: command_id,
+    ) -> None:  # fmt: skip
         self.acks = acks
         self.dedupe_id = dedupe_id  # a message's Nats-Msg-Id from its (first) command id
         self.max_commands = max_commands
@@ -76,8 +77,8 @@ class CommandBatcher:
         count = len(buffer.parts)
         try:
             if count == 1:  # alone: a plain command message, as any publisher sends it
-                await self.acks.send(subject, buffer.parts[0],
-                                     {naming.MSG_ID_HEADER: self.dedupe_id(buffer.first_id)})  # fmt: skip
+                once = self.dedupe_id(buffer.first_id)
+                await self.acks.send(subject, buffer.parts[0], {naming.MSG_ID_HEADER: once})
                 return
             headers = {naming.MSG_ID_HEADER: self.dedupe_id(f"{buffer.first_id}+{count}"),
                        naming.BATCH_HEADER: str(count)}  # fmt: skip

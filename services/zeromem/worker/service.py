@@ -860,9 +860,9 @@ class WorkerService:
             namespace, owner_id = item.key.split(":", 2)[:2]
             by_owner.setdefault((item.command.tenant, namespace, owner_id), []).append(data)
             headers = item.msg.headers
-            if headers and (reply_to := headers.get(reply_header)):
-                if reply_allowed(item.msg.subject, reply_to):
-                    await publish(reply_to, data)
+            if (headers and (reply_to := headers.get(reply_header))
+                    and reply_allowed(item.msg.subject, reply_to)):  # fmt: skip
+                await publish(reply_to, data)
         for (tenant, namespace, owner_id), encoded in by_owner.items():
             subject = naming.change_subject(tenant, shard, namespace, owner_id)
             for chunk in _chunks(encoded, self._payload_limit, naming.MAX_BATCH_RESULTS):
@@ -899,10 +899,9 @@ class WorkerService:
                 )
             )
             headers = msg.headers
-            if headers and (reply_to := headers.get(naming.REPLY_HEADER)):
-                if reply_allowed(msg.subject, reply_to):
-                    await self.nc.publish(reply_to, encode(_rejection(msg, reply_to,
-                                                                      letter.reason)))  # fmt: skip
+            if (headers and (reply_to := headers.get(naming.REPLY_HEADER))
+                    and reply_allowed(msg.subject, reply_to)):  # fmt: skip
+                await self.nc.publish(reply_to, encode(_rejection(msg, reply_to, letter.reason)))
         by_tenant: dict[str, list[object]] = {}
         for letter in dead:
             tenant = _tenant_of(letter.msg.subject)
@@ -921,7 +920,8 @@ class WorkerService:
         self.stats.dead_lettered += len(dead)
         for letter in dead:
             self.telemetry.commands.add(1, {"zeromem.tenant": _tenant_of(letter.msg.subject),
-                                            "zeromem.op": "", "zeromem.outcome": "dead_letter"})  # fmt: skip
+                                            "zeromem.op": "",
+                                            "zeromem.outcome": "dead_letter"})  # fmt: skip
 
 
 _NO_STATE = KeyState()  # a placeholder while the batch's keys are collected
