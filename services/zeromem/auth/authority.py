@@ -219,7 +219,7 @@ class Authority:
         """A new issue time for the account JWT (strictly later than the last one)."""
         with _locked(self.directory):
             state = json.loads((self.directory / STATE_FILE).read_text())
-            last = state.get("account_issued_at", 0)
+            last = max(state.get("account_issued_at", 0), state["created_at"])
             state["account_issued_at"] = max(int(time.time()), last + 1)
             _write_private(self.directory / STATE_FILE, json.dumps(state, indent=2) + "\n")
             self._state = state

@@ -132,18 +132,29 @@ def _client_call(args: argparse.Namespace, body: Callable[[Any], Awaitable[int]]
 
     async def run() -> int:
         settings = _resolved_settings(args)
-        client = await MemoryClient.connect(settings.nats_url, tenant=args.tenant,
-                                            agent=args.agent, shards=settings.shards,
-                                            settings=settings)  # fmt: skip
+        # With a credential of its own (ZEROMEM_CREDS...), tenant and agent are the
+        # credential's; otherwise 'default' and 'cli' unless given.
+        own = bool(settings.nats_creds or settings.nats_token)
+        client = await MemoryClient.connect(
+            settings.nats_url, tenant=args.tenant or (None if own else "default"),
+            agent=args.agent or (None if own else "cli"), shards=settings.shards,
+            settings=settings)  # fmt: skip
         try:
             return await body(client)
         finally:
             await client.close()
 
+    import nats.errors
+
+    from zeromem.auth.authority import AuthError
+
     try:
         return asyncio.run(run())
-    except ZeromemError as exc:
+    except (ZeromemError, AuthError, PermissionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    except nats.errors.Error as exc:  # e.g. the server refused the credential
+        print(f"error: cannot use NATS: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
 
 
@@ -274,9 +285,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
             return 0
         from zeromem.cli.views import print_stats, save_stats_png
 
-        print_stats(args.tenant, reply.rows)
+        print_stats(client.tenant, reply.rows)
         if args.png:
-            save_stats_png(args.tenant, reply.rows, args.png)
+            save_stats_png(client.tenant, reply.rows, args.png)
             print(f"saved {args.png}")
         return 0
 
@@ -335,8 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def client_parser(name: str, help_: str, description: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=description)
-        p.add_argument("--tenant", default="default", help="tenant (default 'default')")
-        p.add_argument("--agent", default="cli", help="agent id recorded with the command")
+        p.add_argument("--tenant", help="tenant (default: the credential's, else 'default')")
+        p.add_argument("--agent", help="agent id recorded with the command (default: the "
+                       "credential's, else 'cli')")
         p.add_argument("--json", action="store_true", help="print JSON")
         return p
 

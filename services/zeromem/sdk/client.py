@@ -33,7 +33,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from opentelemetry import propagate, trace
 
 from zeromem import naming
-from zeromem.auth.authority import Credential
+from zeromem.auth.authority import AuthError, Credential
 from zeromem.ids import new_command_id
 from zeromem.schemas import (
     CONTENT_MAX_CHARS,
@@ -211,9 +211,9 @@ class MemoryClient:
 
         options = nats_options(settings.with_urls(url, settings.redis_url), credential,
                                inbox_prefix=naming.agent_inbox_prefix(tenant, agent))  # fmt: skip
-        nc = await nats.connect(url, name=f"zeromem-sdk-{agent}", max_reconnect_attempts=-1,
-                                reconnect_time_wait=0.25, reconnected_cb=on_reconnect,
-                                error_cb=_log_connection_error, **options)  # fmt: skip
+        nc = await _connect_or_refused(url, name=f"zeromem-sdk-{agent}", max_reconnect_attempts=-1,
+                                       reconnect_time_wait=0.25, reconnected_cb=on_reconnect,
+                                       **options)  # fmt: skip
         secret = (credential.seed or credential.jwt).encode() if credential else b""
         client = cls(nc, tenant=tenant, agent=agent, shards=shards or settings.shards,
                      timeout=timeout, own_connection=True, telemetry=telemetry,
@@ -582,10 +582,41 @@ def _fit_content(content: str | None) -> str | None:
     return default_encoder().encode(content)
 
 
-async def _log_connection_error(error: Exception) -> None:
-    # A permission violation is the server refusing something this client sent (another
-    # agent's subject, say): say so rather than let a wait time out in silence.
-    log.warning("NATS: %s", error)
+def _refused(error: Exception) -> bool:
+    text = str(error).lower()
+    return "authorization violation" in text or "authentication" in text
+
+
+async def _connect_or_refused(url: str, **options: Any) -> NatsClient:
+    """``nats.connect``, except that a credential the server refuses (revoked, expired,
+    from another authority) fails at once instead of being retried for ever; and once
+    connected, a refusal (the credential revoked meanwhile) closes the connection, so the
+    next operation fails instead of waiting on reconnects that cannot succeed."""
+    refused: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
+    holder: list[NatsClient] = []
+
+    async def on_error(error: Exception) -> None:
+        # A permission violation is the server refusing something this client sent
+        # (another agent's subject, say): say so rather than let a wait time out silently.
+        log.warning("NATS: %s", error)
+        if not _refused(error):
+            return
+        if not refused.done():
+            refused.set_result(error)
+        if holder and not holder[0].is_closed:
+            asyncio.get_running_loop().create_task(holder[0].close())
+
+    connecting = asyncio.ensure_future(nats.connect(url, error_cb=on_error, **options))
+    await asyncio.wait({connecting, refused}, return_when=asyncio.FIRST_COMPLETED)
+    if not connecting.done():
+        connecting.cancel()
+        with contextlib.suppress(BaseException):
+            await connecting
+        raise AuthError(f"the NATS server refused this credential ({refused.result()}): "
+                        "revoked, expired, or not issued by this deployment")  # fmt: skip
+    nc = connecting.result()
+    holder.append(nc)
+    return nc
 
 
 def _embedded_nats_url(settings: Any) -> str:
