@@ -17,13 +17,15 @@ ZEROMEM = [sys.executable, "-m", "zeromem.cli.main"]
 
 async def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     # asynchronously: the workers answering it run on this test's event loop
-    proc = await asyncio.create_subprocess_exec(*ZEROMEM, *args, env=env,
-                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    pipe = subprocess.PIPE
+    proc = await asyncio.create_subprocess_exec(*ZEROMEM, *args, env=env, stdout=pipe, stderr=pipe)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     return subprocess.CompletedProcess(args, proc.returncode or 0, out.decode(), err.decode())
 
 
-async def test_issue_use_and_revoke_a_credential(running: Settings, tenant: str, tmp_path: Path) -> None:
+async def test_issue_use_and_revoke_a_credential(
+    running: Settings, tenant: str, tmp_path: Path
+) -> None:
     env = dict(os.environ, ZEROMEM_NATS_URL=running.nats_url, ZEROMEM_SHARDS=str(running.shards),
                ZEROMEM_REDIS_URL=running.redis_url)  # fmt: skip
     assert (await cli(env, "auth", "tenant", "create", tenant)).returncode == 0
