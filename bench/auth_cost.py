@@ -37,20 +37,30 @@ from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 
 
-async def recall_latencies(settings: Settings, owner: str, queries: int,
-                           rng: random.Random) -> list[float]:  # fmt: skip
+async def recall_latencies(modes: dict[str, Settings], owner: str, queries: int,
+                           rng: random.Random) -> dict[str, list[float]]:  # fmt: skip
+    """Recall round trips on every stack, interleaved query by query (the same query on
+    each), so the machine's drifting load falls on both alike."""
     import time
 
-    async with await MemoryClient.connect(settings.nats_url, tenant="bench", agent="bench",
-                                          timeout=30, settings=settings) as client:  # fmt: skip
-        for _ in range(20):  # warm the service
-            await client.recall(query(rng), owners=[owner])
-        samples = []
+    clients = {mode: await MemoryClient.connect(settings.nats_url, tenant="bench", agent="bench",
+                                                timeout=30, settings=settings)
+               for mode, settings in modes.items()}  # fmt: skip
+    samples: dict[str, list[float]] = {mode: [] for mode in modes}
+    try:
+        for _ in range(20):  # warm the services
+            for client in clients.values():
+                await client.recall(query(rng), owners=[owner])
         for _ in range(queries):
-            started = time.perf_counter()
-            await client.recall(query(rng), owners=[owner], k=5, budget=1500)
-            samples.append((time.perf_counter() - started) * 1000)
-        return samples
+            q = query(rng)
+            for mode, client in clients.items():
+                started = time.perf_counter()
+                await client.recall(q, owners=[owner], k=5, budget=1500)
+                samples[mode].append((time.perf_counter() - started) * 1000)
+    finally:
+        for client in clients.values():
+            await client.close()
+    return samples
 
 
 async def main() -> None:
@@ -80,15 +90,18 @@ async def main() -> None:
         try:
             for r in range(args.rounds):
                 row: dict[str, float] = {}
-                for mode, settings in modes.items():
+                # which stack goes first alternates from round to round
+                order = list(modes.items()) if r % 2 == 0 else list(modes.items())[::-1]
+                for mode, settings in order:
                     row[f"raw_{mode}"] = await raw_publish_rate(settings, args.commands, payload)
                     row[f"applied_{mode}"], _ = await zeromem_rate(
                         settings, args.commands, args.owners, batch=True, tenant=f"w{r}")
                     rtt = await raw_round_trips(settings, args.queries)
                     row[f"rtt_p50_{mode}"] = percentile(rtt, 50)
-                    samples = await recall_latencies(settings, "user:recall", args.queries, rng)
-                    row[f"recall_p50_{mode}"] = percentile(samples, 50)
-                    row[f"recall_p99_{mode}"] = percentile(samples, 99)
+                samples = await recall_latencies(modes, "user:recall", args.queries, rng)
+                for mode, measured in samples.items():
+                    row[f"recall_p50_{mode}"] = percentile(measured, 50)
+                    row[f"recall_p99_{mode}"] = percentile(measured, 99)
                 rounds.append(row)
                 print(f"round {r + 1}: applied on/off {row['applied_on']:.0f}/"
                       f"{row['applied_off']:.0f} cmd/s (raw {row['raw_on']:.0f}/"
