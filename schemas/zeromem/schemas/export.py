@@ -15,10 +15,14 @@ from zeromem.schemas.audit import AuditBatch, AuditEntry
 from zeromem.schemas.commands import Command
 from zeromem.schemas.memory import MemoryItem
 from zeromem.schemas.queries import (
+    ArchivedReply,
+    ArchivedRequest,
     GetReply,
     GetRequest,
     ListReply,
     ListRequest,
+    OwnersReply,
+    OwnersRequest,
     RecallReply,
     RecallRequest,
     StatsReply,
@@ -41,6 +45,10 @@ SCHEMAS: dict[str, Any] = {
     "dead_letter.v1.json": DeadLetter,
     "stats_request.v1.json": StatsRequest,
     "stats_reply.v1.json": StatsReply,
+    "owners_request.v1.json": OwnersRequest,
+    "owners_reply.v1.json": OwnersReply,
+    "archived_request.v1.json": ArchivedRequest,
+    "archived_reply.v1.json": ArchivedReply,
     "audit_entry.v1.json": AuditEntry,
     "audit_batch.v1.json": AuditBatch,
 }

@@ -123,6 +123,40 @@ class StatsReply(msgspec.Struct, frozen=True, omit_defaults=True):
     rows: tuple[UsageRow, ...] = ()
 
 
+class OwnersRequest(_Query, frozen=True):
+    """A page of the tenant's owners (``user:u1``, ``task:t42``) that hold live memories,
+    in key order, each with how many it holds: what an inspector browses before keys."""
+
+    prefix: str = ""  # an owner prefix such as "user:" or "task:t4"
+    cursor: str = ""  # the last owner of the previous page
+    limit: Annotated[int, msgspec.Meta(ge=1, le=200)] = 50
+
+
+class OwnerSummary(msgspec.Struct, frozen=True, omit_defaults=True):
+    owner: str
+    memories: int = 0  # live memories
+    archived: int = 0  # memories in the archive tier
+
+
+class OwnersReply(msgspec.Struct, frozen=True, omit_defaults=True):
+    owners: tuple[OwnerSummary, ...] = ()
+    next_cursor: str = ""  # empty when this was the last page
+
+
+class ArchivedRequest(_Query, frozen=True):
+    """A page of one owner's archive tier (or one archived memory, with ``key``)."""
+
+    owner: Key = ""  # namespace:owner_id
+    key: str = ""  # one archived memory of that owner
+    cursor: str = ""  # from the previous page's reply
+    limit: Annotated[int, msgspec.Meta(ge=1, le=200)] = 50
+
+
+class ArchivedReply(msgspec.Struct, frozen=True, omit_defaults=True):
+    items: tuple[MemoryItem, ...] = ()  # each with ``archived_at``
+    next_cursor: str = ""  # empty when this was the last page
+
+
 class ErrorReply(msgspec.Struct, frozen=True, omit_defaults=True):
     """Sent instead of a reply when a request cannot be served (bad request, overload)."""
 
@@ -131,12 +165,17 @@ class ErrorReply(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 __all__ = [
+    "ArchivedReply",
+    "ArchivedRequest",
     "Candidate",
     "ErrorReply",
     "GetReply",
     "GetRequest",
     "ListReply",
     "ListRequest",
+    "OwnerSummary",
+    "OwnersReply",
+    "OwnersRequest",
     "RecallReply",
     "RecallRequest",
     "RecallScope",

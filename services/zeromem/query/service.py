@@ -16,6 +16,7 @@ from zeromem import naming
 from zeromem.lifecycle.reads import ReadRecorder
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
 from zeromem.lifecycle.settings import LifecycleSettings
+from zeromem.query.browse import register_browse_handlers
 from zeromem.query.reads import get_items, list_keys
 from zeromem.recall.service import RecallService
 from zeromem.recall.usage import read_usage
@@ -112,6 +113,8 @@ def register_query_handlers(broker: NatsBroker, redis: Redis, shards: int | None
         await recorder.after_read(request.tenant, request.reader, "list", reply.keys, reply.items,
                                   {"prefix": request.prefix})  # fmt: skip
         return NatsResponse(encode(reply))
+
+    register_browse_handlers(broker, redis, recorder, _admit)
 
 
 def register_stats_handler(

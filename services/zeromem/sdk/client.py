@@ -39,6 +39,8 @@ from zeromem.schemas import (
     CONTENT_MAX_CHARS,
     Applied,
     Archive,
+    ArchivedReply,
+    ArchivedRequest,
     AuditEntry,
     Command,
     Conflict,
@@ -55,6 +57,8 @@ from zeromem.schemas import (
     MemoryItem,
     MemoryKey,
     MemoryType,
+    OwnersReply,
+    OwnersRequest,
     Patch,
     Put,
     RecalledMemory,
@@ -542,6 +546,20 @@ class MemoryClient:
                                 explain=explain, history_tokens=history_tokens,
                                 include_archived=include_archived)  # fmt: skip
         return await self._request("recall", request, RecallReply)
+
+    async def owners(self, prefix: str = "", *, cursor: str = "", limit: int = 50) -> OwnersReply:
+        """One page of the owners (``user:u1``) holding memories, with their live and
+        archived counts, whose name starts with ``prefix``; pass ``next_cursor`` on."""
+        request = OwnersRequest(tenant=self.tenant, reader=self.agent, prefix=prefix,
+                                cursor=cursor, limit=limit)  # fmt: skip
+        return await self._request("owners", request, OwnersReply)
+
+    async def archived(self, owner: str, *, key: str = "", cursor: str = "",
+                       limit: int = 50) -> ArchivedReply:  # fmt: skip
+        """One page of ``owner``'s archive tier (or the archived memory ``key``)."""
+        request = ArchivedRequest(tenant=self.tenant, reader=self.agent, owner=owner, key=key,
+                                  cursor=cursor, limit=limit)  # fmt: skip
+        return await self._request("archived", request, ArchivedReply)
 
     async def stats(self, since: float = 0.0, until: float = 0.0) -> StatsReply:
         """This tenant's recall token usage per agent and minute (for ``zeromem stats``)."""

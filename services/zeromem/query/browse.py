@@ -1,0 +1,125 @@
+"""Browsing queries: the owners of a tenant, and an owner's archive tier.
+
+What an inspector (``zeromem inspect``) walks before it reaches keys, answered by the
+read services like get and list, so the caller's own credential decides what it may
+see (the server lets an agent request only ``zm.q.<its tenant>.<itself>.*``).
+
+Neither reads a whole tenant: owners come from a skip-scan of the key index
+(``owners.lua``: two O(log n) calls per owner listed), the archive tier from HSCAN pages
+of one owner's archive hash.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import msgspec
+from faststream.nats import NatsBroker, NatsMessage, NatsResponse
+from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
+
+from zeromem import naming
+from zeromem.lifecycle.reads import ReadRecorder
+from zeromem.schemas import (
+    ArchivedReply,
+    ArchivedRequest,
+    MemoryItem,
+    MemoryKey,
+    OwnersReply,
+    OwnersRequest,
+    OwnerSummary,
+    encode,
+)
+
+_OWNERS_LUA = resources.files("zeromem.query").joinpath("owners.lua").read_text()
+_ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
+_AFTER_OWNER = ";"  # the byte after ':', which no owner id holds (see owners.lua)
+
+
+class OwnerBrowser:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self._owners_sha = ""
+
+    async def owners(self, tenant: str, prefix: str, cursor: str, limit: int) -> OwnersReply:
+        """A page of owners whose ``namespace:owner_id`` starts with ``prefix``, after
+        ``cursor`` (the last owner of the previous page), with live and archived counts."""
+        keys = naming.RedisKeys(tenant)
+        start = b"[" + (cursor + _AFTER_OWNER if cursor else prefix).encode()
+        end = b"[" + prefix.encode() + b"\xff" if prefix else b"+"
+        flat = await self._run_owners(keys.keys(), start, end, limit)
+        more, pairs = flat[0], flat[1:]
+        names = [pairs[i].decode() for i in range(0, len(pairs), 2)]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for owner in names:
+                pipe.hlen(keys.archive(owner))
+            archived = await pipe.execute()
+        owners = tuple(OwnerSummary(owner, int(pairs[2 * i + 1]), int(archived[i]))
+                       for i, owner in enumerate(names))  # fmt: skip
+        return OwnersReply(owners=owners, next_cursor=names[-1] if more and names else "")
+
+    async def _run_owners(self, *args: object) -> list[bytes]:
+        # EVALSHA_RO, not EVALSHA: Redis checks a script's keys as written to unless it is
+        # run read-only, and the read services' user may only read them (``redis_acl``).
+        for _ in range(2):
+            if not self._owners_sha:
+                self._owners_sha = await self.redis.script_load(_OWNERS_LUA)
+            try:
+                return await self.redis.evalsha_ro(self._owners_sha, 1, *args)  # type: ignore[no-any-return]
+            except NoScriptError:  # the server restarted, or flushed its scripts
+                self._owners_sha = ""
+        raise NoScriptError("the owners script could not be loaded")
+
+    async def archived(self, tenant: str, owner: str, key: str, cursor: str,
+                       limit: int) -> ArchivedReply:  # fmt: skip
+        """One archived memory (``key``), or a page of the owner's archive tier. HSCAN
+        pages are approximate in size (Redis's COUNT is a hint) and unordered."""
+        archive = naming.RedisKeys(tenant).archive(owner)
+        if key:
+            raw = await self.redis.hget(archive, key)
+            return ArchivedReply(items=(_ITEM_DECODER.decode(raw),) if raw else ())
+        position, found = await self.redis.hscan(archive, int(cursor or 0), count=limit)
+        items = sorted((_ITEM_DECODER.decode(v) for v in found.values()), key=lambda i: i.key)
+        return ArchivedReply(items=tuple(items), next_cursor=str(position) if position else "")
+
+
+def register_browse_handlers(broker: NatsBroker, redis: Redis, recorder: ReadRecorder,
+                             admit) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """Subscribe the owners and archived handlers on ``broker``; ``admit`` decodes a
+    request and checks its tenant and reader against the subject (the query service's)."""
+    browser = OwnerBrowser(redis)
+
+    @broker.subscriber(naming.query_subject_all("owners"), queue=naming.QUERY_QUEUE_GROUP)
+    async def handle_owners(msg: NatsMessage) -> NatsResponse:
+        request = admit(msg, OwnersRequest)
+        if isinstance(request, NatsResponse):
+            return request
+        reply = await browser.owners(request.tenant, request.prefix, request.cursor,
+                                     request.limit)  # fmt: skip
+        await recorder.after_read(request.tenant, request.reader, "owners", (),
+                                  detail={"prefix": request.prefix})  # fmt: skip
+        return NatsResponse(encode(reply))
+
+    @broker.subscriber(naming.query_subject_all("archived"), queue=naming.QUERY_QUEUE_GROUP)
+    async def handle_archived(msg: NatsMessage) -> NatsResponse:
+        request = admit(msg, ArchivedRequest)
+        if isinstance(request, NatsResponse):
+            return request
+        owner = request.owner
+        if not owner or MemoryKey.parse(owner).name is not None:
+            return _bad_request(f"an owner is 'namespace:owner_id', not {owner!r}")
+        if request.key and not request.key.startswith(owner + ":"):
+            return _bad_request(f"{request.key!r} is not a key of {owner!r}")
+        if request.cursor and not request.cursor.isdigit():
+            return _bad_request(f"not a cursor of this query: {request.cursor!r}")
+        reply = await browser.archived(request.tenant, owner, request.key, request.cursor,
+                                       request.limit)  # fmt: skip
+        await recorder.after_read(request.tenant, request.reader, "archived",
+                                  (i.key for i in reply.items))  # fmt: skip
+        return NatsResponse(encode(reply))
+
+
+def _bad_request(message: str) -> NatsResponse:
+    from zeromem.query.service import error_response
+
+    return error_response("bad_request", message)
