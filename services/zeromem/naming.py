@@ -79,6 +79,19 @@ def dead_letter_subject(tenant: str, shard: int) -> str:
 DEAD_LETTER_SUBJECTS = f"{_PREFIX}.dead.*.*"
 
 
+def dead_letter_tenant_subject(tenant: str) -> str:
+    """Every dead letter of one tenant (what the inspector's operator view filters on)."""
+    return f"{_PREFIX}.dead.{tenant}.*"
+
+
+def parse_dead_letter_subject(subject: str) -> tuple[str, int]:
+    """(tenant, shard) of a subject made by ``dead_letter_subject``."""
+    parts = subject.split(".")
+    if len(parts) != 4 or parts[0] != _PREFIX or parts[1] != "dead" or not parts[3].isdigit():
+        raise ValueError(f"not a dead-letter subject: {subject!r}")
+    return parts[2], int(parts[3])
+
+
 def change_subject(tenant: str, shard: int, namespace: str, owner_id: str) -> str:
     """The change feed: an event per applied, conflicting or rejected command (one
     message may carry several of one owner's, see ``BATCH_HEADER``)."""

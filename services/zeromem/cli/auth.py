@@ -6,6 +6,7 @@
     zeromem auth list [--tenant acme]        what was issued, and its status
     zeromem auth revoke --tenant acme --agent planner   (or --user UKEY, or a whole tenant)
     zeromem auth mcp-token acme claude       a bearer token for `zeromem mcp --transport http`
+    zeromem auth inspect-token acme ops --audit   a bearer token for `zeromem inspect`
     zeromem auth export DIR                  server config, service creds, Redis ACL (a cluster)
 
 They work on the authority of ``zeromem up`` in this directory (``{data_dir}/auth``, or
@@ -140,6 +141,32 @@ def cmd_mcp_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_inspect_token(args: argparse.Namespace) -> int:
+    """A bearer token for the inspector: a tenant's agent (its own credential, so the
+    NATS server holds the page to that tenant) or, with --operator, the admin identity."""
+    from zeromem.auth.mcp_tokens import McpTokens
+    from zeromem.inspect.access import TOKENS_FILE
+
+    authority = _authority(args)
+    tokens = McpTokens(Path(args.file) if args.file else authority.directory / TOKENS_FILE)
+    if args.operator:
+        token = tokens.add("", "", authority.service_creds_path("admin"))
+        who = "the operator (every tenant, dead letters, shards)"
+    elif args.tenant and args.agent:
+        authority.create_tenant(args.tenant)
+        creds = authority.issue_agent(args.tenant, args.agent, audit=args.audit).write(
+            authority.directory / "issued" / args.tenant / f"{args.agent}-inspect.creds")
+        token = tokens.add(args.tenant, args.agent, creds)
+        who = f"{args.tenant}/{args.agent}" + (" (may read the audit trail)" if args.audit else "")
+    else:
+        print("name a TENANT and an AGENT, or --operator", file=sys.stderr)
+        return 2
+    print(f"inspector token for {who} (shown once; log in at the inspector's /login, or send "
+          "`Authorization: Bearer <token>`):")  # fmt: skip
+    print(token)
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     """What a cluster needs: nats-server.conf (operator mode), one creds file per service
     role, and the Redis ACL file, into DIR (mount them as secrets)."""
@@ -209,6 +236,16 @@ def add_auth_parser(sub: Any) -> None:
     mcp.add_argument("agent")
     mcp.add_argument("--file", help="token file (default: mcp-tokens.json in the authority)")
     mcp.set_defaults(func=_guarded(cmd_mcp_token))
+
+    inspect = commands.add_parser("inspect-token", help="a bearer token for `zeromem inspect`")
+    inspect.add_argument("tenant", nargs="?")
+    inspect.add_argument("agent", nargs="?")
+    inspect.add_argument("--audit", action="store_true",
+                         help="may read its tenant's audit trail (history, dead letters)")
+    inspect.add_argument("--operator", action="store_true",
+                         help="the operator: every tenant and the operator views")
+    inspect.add_argument("--file", help="token file (default: the authority's inspect-tokens.json)")
+    inspect.set_defaults(func=_guarded(cmd_inspect_token))
 
     export = commands.add_parser("export", help="server config, service creds, Redis ACL")
     export.add_argument("dir")

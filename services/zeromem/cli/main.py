@@ -99,7 +99,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     from zeromem.cli.stack import run_up
 
     return run_up(_settings(args), workers=args.workers, readers=args.readers,
-                  metrics_port=args.metrics_port)  # fmt: skip
+                  metrics_port=args.metrics_port, inspect_port=args.inspect_port)  # fmt: skip
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from zeromem.inspect.server import run_inspect
+    from zeromem.inspect.settings import InspectSettings
+
+    inspect = InspectSettings.from_env(host=args.host, port=args.port, tokens_file=args.tokens)
+    return run_inspect(_resolved_settings(args), inspect, link=not args.no_link)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -313,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--readers", type=int, default=1, help="read-service processes (default 1)")
     up.add_argument("--metrics-port", type=int, default=0,
                     help="serve Prometheus metrics from this port on (one port per process)")
+    up.add_argument("--inspect-port", type=int, default=0,
+                    help="also serve the inspector (`zeromem inspect`) on this port")
     up.set_defaults(func=cmd_up)
 
     worker = sub.add_parser("worker", help="apply the commands of a set of shards",
@@ -340,7 +350,20 @@ def build_parser() -> argparse.ArgumentParser:
                      "mcp-tokens.json of the local authority)")
     mcp.set_defaults(func=cmd_mcp)
 
-    for service in (worker, serve, mcp):
+    inspect = sub.add_parser("inspect", help="a web page: memories, recall explain, live, savings",
+                             description="Serve the inspector: what the fleet remembers, why "
+                             "a recall chose what it chose, what it saved. Read-only; every "
+                             "viewer reads through its own credential "
+                             "(zeromem auth inspect-token).")  # fmt: skip
+    inspect.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    inspect.add_argument("--port", type=int, help="port (default 8766)")
+    inspect.add_argument("--tokens", help="token file (default: inspect-tokens.json of the "
+                         "local authority)")
+    inspect.add_argument("--no-link", action="store_true",
+                         help="print no operator login link even where the authority is at hand")
+    inspect.set_defaults(func=cmd_inspect)
+
+    for service in (worker, serve, mcp, inspect):
         service.epilog = ENVIRONMENT_HELP
         service.formatter_class = argparse.RawDescriptionHelpFormatter
 

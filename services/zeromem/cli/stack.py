@@ -41,7 +41,8 @@ async def _provision(settings: Settings) -> None:
 
 
 def run_up(
-    settings: Settings, workers: int, readers: int, metrics_port: int = 0, quiet: bool = False
+    settings: Settings, workers: int, readers: int, metrics_port: int = 0, quiet: bool = False,
+    inspect_port: int = 0,
 ) -> int:
     # Both servers embedded: both secured by the local authority. Servers of your own come
     # with their own credentials (ZEROMEM_NATS_CREDS, a Redis user in the URL).
@@ -90,6 +91,11 @@ def run_up(
         children += [_spawn(["serve"], child_env("reader")) for _ in range(readers)]
         children += [_spawn(["worker", "--index", str(i), "--count", str(workers)],
                             child_env("worker")) for i in range(workers)]  # fmt: skip
+        if inspect_port:  # reads Redis as the read services do; it prints its own login link
+            inspect_env = role_env("reader")
+            if authority is not None:
+                inspect_env["ZEROMEM_AUTH_DIR"] = str(authority.directory)
+            children.append(_spawn(["inspect", "--port", str(inspect_port)], inspect_env))
         if not quiet:
             print(
                 f"zeromem is up ({settings.shards} shards, {workers} worker process(es), "

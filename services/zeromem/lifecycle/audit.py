@@ -104,6 +104,8 @@ async def read_audit(
     since: float | None = None,
     limit: int | None = None,
     idle_timeout: float = 2.0,
+    shard: int | None = None,
+    max_messages: int | None = None,
 ) -> list[AuditEntry]:
     """The tenant's audit records in stream order, filtered. A key matches an entry about
     it, a read of it, and a forget / archive that touched it.
@@ -111,7 +113,9 @@ async def read_audit(
     Read through a pull consumer whose filter (the tenant's audit subjects) is named in its
     create subject: the server lets an auditor's credential create no other (an agent's
     credential none at all). How many records there are is known when it is created, so
-    the read stops at the last one without waiting."""
+    the read stops at the last one without waiting. ``shard`` narrows the read to the
+    write records of one shard (a key's history lies in its owner's shard);
+    ``max_messages`` stops it after that many records (from ``since`` on)."""
     js = nc.jetstream()
     config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
     if since is not None:
@@ -120,7 +124,8 @@ async def read_audit(
         start = datetime.fromtimestamp(since, UTC).isoformat()
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=start)
     config.name = nc._nuid.next().decode()
-    config.filter_subject = naming.audit_tenant_subject(tenant)
+    config.filter_subject = (naming.audit_tenant_subject(tenant) if shard is None
+                             else naming.audit_write_subject(tenant, shard))  # fmt: skip
     config.ack_policy = AckPolicy.NONE
     config.inactive_threshold = 60.0
     config.mem_storage = True
@@ -134,7 +139,7 @@ async def read_audit(
             "no answer to opening the audit trail: this credential may not read it (issue "
             "one with `zeromem auth issue TENANT AGENT --audit`), or JetStream is down"
         ) from None
-    remaining = info.num_pending or 0
+    remaining = min(info.num_pending or 0, max_messages or info.num_pending or 0)
     out: list[AuditEntry] = []
     seen: set[tuple[str, str]] = set()
     sub = await js.pull_subscribe_bind(consumer=config.name, stream=naming.AUDIT_STREAM)
