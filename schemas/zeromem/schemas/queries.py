@@ -23,6 +23,9 @@ class _Query(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defau
 
 class GetRequest(_Query, frozen=True):
     key: Key = ""
+    # An agent's read pushes a sliding expiry out; a look that is not a use (the
+    # inspector's) passes False and changes nothing.
+    slide: bool = True
 
 
 class GetReply(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -35,6 +38,7 @@ class ListRequest(_Query, frozen=True):
     cursor: str = ""  # the last key of the previous page
     limit: Limit = 100
     with_items: bool = True
+    slide: bool = True  # as GetRequest.slide
 
 
 class ListReply(msgspec.Struct, frozen=True, omit_defaults=True):

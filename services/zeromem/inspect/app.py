@@ -236,7 +236,7 @@ def _status_of(exc: Exception) -> int:
         return 404
     if isinstance(exc, live.StreamLimit):
         return 429
-    if isinstance(exc, ServiceUnavailableError):
+    if isinstance(exc, ServiceUnavailableError | TimeoutError):  # nats' is one too
         return 503
     if isinstance(exc, RequestRejectedError | ValueError):
         return 400

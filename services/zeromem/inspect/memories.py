@@ -78,7 +78,7 @@ async def owners_page(client: MemoryClient, prefix: str, cursor: str, limit: int
 
 async def memories_page(client: MemoryClient, masker: Masker, prefix: str, cursor: str,
                         limit: int) -> dict[str, Any]:  # fmt: skip
-    reply = await client.list(prefix, cursor=cursor, limit=limit)
+    reply = await client.list(prefix, cursor=cursor, limit=limit, slide=False)
     return {"items": [masker.item(i) for i in reply.items], "next_cursor": reply.next_cursor}
 
 
@@ -91,7 +91,7 @@ async def archived_page(client: MemoryClient, masker: Masker, owner: str, cursor
 async def memory(client: MemoryClient, masker: Masker, key: str) -> dict[str, Any] | None:
     """One memory, live or archived (None: neither), with each reference's state."""
     MemoryKey.parse(key)  # a bad key is refused here, with the grammar's message
-    item = await client.get(key)
+    item = await client.get(key, slide=False)  # looking is not using: no sliding expiry
     if item is None:
         found = await client.archived(owner_of(key), key=key)
         item = found.items[0] if found.items else None

@@ -124,7 +124,7 @@ async def flagged_sensitive(client: MemoryClient, reply: RecallReply) -> set[str
         if archived:
             found = await client.archived(owner_of(key), key=key)
             return any(i.sensitive for i in found.items)
-        item = await client.get(key)
+        item = await client.get(key, slide=False)
         return item is not None and item.sensitive
 
     memories = reply.memories

@@ -98,7 +98,8 @@ def register_query_handlers(broker: NatsBroker, redis: Redis, shards: int | None
         if isinstance(request, NatsResponse):
             return request
         (item,) = await get_items(redis, request.tenant, [request.key])
-        await recorder.after_read(request.tenant, request.reader, "get", (request.key,), (item,))
+        await recorder.after_read(request.tenant, request.reader, "get", (request.key,),
+                                  (item,) if request.slide else ())  # fmt: skip
         return NatsResponse(encode(GetReply(found=item is not None, item=item)))
 
     @broker.subscriber(naming.query_subject_all("list"), queue=naming.QUERY_QUEUE_GROUP)
@@ -110,7 +111,8 @@ def register_query_handlers(broker: NatsBroker, redis: Redis, shards: int | None
             redis, request.tenant, request.prefix, request.cursor, request.limit,
             request.with_items,
         )  # fmt: skip
-        await recorder.after_read(request.tenant, request.reader, "list", reply.keys, reply.items,
+        await recorder.after_read(request.tenant, request.reader, "list", reply.keys,
+                                  reply.items if request.slide else (),
                                   {"prefix": request.prefix})  # fmt: skip
         return NatsResponse(encode(reply))
 

@@ -476,13 +476,17 @@ class MemoryClient:
 
     # --- reads ---------------------------------------------------------------------------
 
-    async def get(self, key: str, default: Any = _MISSING) -> MemoryItem | Any:
+    async def get(
+        self, key: str, default: Any = _MISSING, *, slide: bool = True
+    ) -> MemoryItem | Any:
         """The memory at ``key``; ``None`` (or ``default``) when there is none. With a
-        default, an unreachable query service also yields the default instead of raising."""
+        default, an unreachable query service also yields the default instead of raising.
+        ``slide=False``: a look that does not push a sliding expiry out."""
         try:
             reply = await self._request(
-                "get", GetRequest(tenant=self.tenant, reader=self.agent, key=key), GetReply
-            )
+                "get", GetRequest(tenant=self.tenant, reader=self.agent, key=key, slide=slide),
+                GetReply,
+            )  # fmt: skip
         except ServiceUnavailableError:
             if default is _MISSING:
                 raise
@@ -498,11 +502,13 @@ class MemoryClient:
         return default if item is None else item.value
 
     async def list(
-        self, prefix: str = "", *, cursor: str = "", limit: int = 100, with_items: bool = True
+        self, prefix: str = "", *, cursor: str = "", limit: int = 100, with_items: bool = True,
+        slide: bool = True,
     ) -> ListReply:
         """One page of memories whose key starts with ``prefix``; pass ``next_cursor`` on."""
         request = ListRequest(tenant=self.tenant, reader=self.agent, prefix=prefix,
-                              cursor=cursor, limit=limit, with_items=with_items)  # fmt: skip
+                              cursor=cursor, limit=limit, with_items=with_items,
+                              slide=slide)  # fmt: skip
         return await self._request("list", request, ListReply)
 
     async def iter_list(self, prefix: str = "", *, page_size: int = 100) -> AsyncIterator[MemoryItem]:
