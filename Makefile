@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test test-unit reliability demo bench-write bench-write-cost bench-recall bench-auth bench-quality lint schemas clean
+.PHONY: help install run test test-unit test-browser inspect inspector-screenshots inspector-vendor reliability demo bench-write bench-write-cost bench-recall bench-auth bench-quality lint schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -25,6 +25,42 @@ test: $(STAMP) ## the whole suite against real servers (a few minutes)
 
 test-unit: $(STAMP) ## unit tests only (no servers)
 	$(BIN)/python -m pytest -q tests/unit
+
+# The browser tests drive Debian's Chromium through Playwright (pip); neither downloads a
+# browser of its own. Screenshots land in $(ARTIFACTS).
+CHROMIUM ?= /usr/bin/chromium
+ARTIFACTS ?= test-artifacts/browser
+BROWSER_STAMP := $(VENV)/.browser
+
+$(BROWSER_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e ".[dev,browser]"
+	touch $(BROWSER_STAMP)
+
+$(CHROMIUM):
+	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q
+	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+
+test-browser: $(BROWSER_STAMP) $(CHROMIUM) ## the inspector in headless Chromium: browse, recall, live, dead letters
+	ZEROMEM_BROWSER_TESTS=1 ZEROMEM_CHROMIUM=$(CHROMIUM) ZEROMEM_ARTIFACTS=$(ARTIFACTS) \
+		$(BIN)/python -m pytest -q -p no:cacheprovider tests/inspect/test_browser.py
+
+inspector-screenshots: ## copy the browser test's screenshots (one per view) to docs/inspector/
+	mkdir -p docs/inspector
+	for view in memories memory recall live savings operations phone-recall; do \
+		cp $(ARTIFACTS)/$$view.png docs/inspector/$$view.png; done
+
+inspector-vendor: ## reinstall the inspector's vendored htmx and uPlot from their lock file (npm)
+	$(eval TMP := $(shell mktemp -d))
+	cp services/zeromem/inspect/static/vendor/package.json services/zeromem/inspect/static/vendor/package-lock.json $(TMP)/
+	cd $(TMP) && npm ci --ignore-scripts --no-audit --no-fund
+	cp $(TMP)/node_modules/htmx.org/dist/htmx.min.js $(TMP)/node_modules/uplot/dist/uPlot.iife.min.js \
+		$(TMP)/node_modules/uplot/dist/uPlot.min.css services/zeromem/inspect/static/vendor/
+	cp $(TMP)/node_modules/htmx.org/LICENSE services/zeromem/inspect/static/vendor/htmx.LICENSE
+	cp $(TMP)/node_modules/uplot/LICENSE services/zeromem/inspect/static/vendor/uPlot.LICENSE
+	rm -rf $(TMP)
+
+inspect: $(STAMP) ## the inspector for the stack `make run` started (prints a login link)
+	$(BIN)/zeromem inspect
 
 demo: $(STAMP) ## a planner and two workers over hundreds of turns: the token savings, measured
 	$(BIN)/python -m zeromem.demo

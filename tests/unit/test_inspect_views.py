@@ -108,3 +108,5 @@ def test_savings_buckets_per_agent_zero_filled() -> None:
     summed = {t["agent"]: t for t in totals(rows[:3])}
     assert summed["all"]["injected"] == 22 and summed["p"]["saved_pct"] == 90.0
     assert summed["w"]["saved_pct"] == 0.0
+    assert (summed["p"]["saved_history"], summed["p"]["saved_history_pct"]) == (485, 97.0)
+    assert summed["w"]["saved_history"] is None  # no history reported: nothing to compare

@@ -66,7 +66,8 @@ class Inspector:
         self.no_audit: set[str] = set()  # viewers whose credential may not read the audit
         env = Environment(loader=FileSystemLoader(HERE / "templates"),
                           autoescape=select_autoescape(["html"]))  # fmt: skip
-        env.filters.update(when=_when, ago=_ago, num=_num, pretty=_pretty, seconds=_seconds)
+        env.filters.update(when=_when, clock=_clock, ago=_ago, num=_num, pretty=_pretty,
+                           seconds=_seconds)  # fmt: skip
         self.templates = Jinja2Templates(env=env)
 
     async def client(self, request: Request, viewer: Viewer) -> Any:
@@ -80,6 +81,13 @@ def _when(ts: float | None) -> str:
     if not ts:
         return "-"
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _clock(ts: float | None) -> str:
+    """The time of day to the millisecond, as the live rows show it (UTC)."""
+    if not ts:
+        return "-"
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S.%f")[:-3] + "Z"
 
 
 def _ago(ts: float | None) -> str:

@@ -58,6 +58,11 @@ def totals(rows: tuple[UsageRow, ...] | list[UsageRow]) -> list[dict[str, Any]]:
     for t in out:
         t["saved"] = t["baseline"] - t["injected"]
         t["saved_pct"] = round(100 * t["saved"] / t["baseline"], 1) if t["baseline"] else None
+        # against carrying the whole history, where the agents reported it
+        history = t["history"]
+        t["saved_history"] = history - t["injected"] if history else None
+        t["saved_history_pct"] = (round(100 * t["saved_history"] / history, 1) if history
+                                  else None)  # fmt: skip
     return out
 
 

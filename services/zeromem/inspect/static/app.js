@@ -62,7 +62,10 @@
       const code = document.createElement("code");
       code.className = "raw";
       code.textContent = d.raw;
-      raw.appendChild(code);
+      const size = document.createElement("span");
+      size.className = "dim";
+      size.textContent = " " + d.raw_bytes + " B";
+      raw.append(code, size);
       tr.appendChild(raw);
     } else {
       tr.appendChild(cell(d.reason, "reason"));
@@ -76,7 +79,11 @@
     const status = document.getElementById(statusId);
     if (!url) return;
     const source = new EventSource(url);
-    source.addEventListener("ready", () => { if (status) status.textContent = "live"; status && status.classList.add("on"); });
+    source.addEventListener("ready", () => {
+      if (!status) return;
+      status.textContent = "live";
+      status.classList.add("on");
+    });
     source.onerror = () => {
       if (!status) return;
       status.classList.remove("on");
