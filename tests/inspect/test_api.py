@@ -238,6 +238,12 @@ async def test_a_change_arrives_live(inspector: Inspector) -> None:
             assert arrived - sent < 1.0, f"the change took {arrived - sent:.2f}s"
         finally:
             reader.cancel()
+    streams = inspector.app.state.inspector.streams
+    for _ in range(100):  # the server notices the browser left, closes the feed's consumer
+        if not streams.open:
+            break
+        await asyncio.sleep(0.05)
+    assert streams.open == 0
 
 
 async def test_dead_letters_for_the_operator_and_the_tenant_auditor(inspector: Inspector) -> None:

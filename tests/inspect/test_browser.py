@@ -126,10 +126,11 @@ async def seed(inspector: Inspector) -> None:
     await planner.feedback("user:u10086:pref_lang", "important", wait="applied")
     coder = await inspector.agent(inspector.a, "coder")
     reviewer = await inspector.agent(inspector.a, "reviewer")
+    turns = ((planner, "which language should I answer in", ["user:u10086"]),
+             (coder, "invoice export format", ["task:t42"]),
+             (reviewer, "what did we decide", ["task:t42", "user:u10086"]))  # fmt: skip
     for turn in range(6):
-        for agent, query, owners in ((planner, "which language should I answer in", ["user:u10086"]),
-                                     (coder, "invoice export format", ["task:t42"]),
-                                     (reviewer, "what did we decide", ["task:t42", "user:u10086"])):  # fmt: skip
+        for agent, query, owners in turns:
             await agent.recall(query, owners=owners, k=3, budget=120,
                                history_tokens=1500 + 400 * turn)  # fmt: skip
 
@@ -183,7 +184,8 @@ async def test_browse_recall_live_and_dead_letters_in_chromium(
     await page.wait_for_selector("#history-list li")
     assert await page.inner_text("#content") == "lives in Lisbon since spring"
     assert "expires" in await page.inner_text("#ttl")
-    versions = await page.eval_on_selector_all("#history-list li", "els => els.map(e => e.dataset.version)")
+    versions = await page.eval_on_selector_all("#history-list li",
+                                                "els => els.map(e => e.dataset.version)")
     assert versions == ["1"]
     await page.click('#references a.ref')  # a reference is a link to its memory
     await page.wait_for_selector("#history-list li")

@@ -34,6 +34,7 @@ from zeromem.inspect.connections import Connections
 from zeromem.inspect.settings import InspectSettings
 from zeromem.lifecycle.redact import Redactor
 from zeromem.lifecycle.settings import LifecycleSettings
+from zeromem.schemas.keys import TENANT_REGEX
 from zeromem.sdk.errors import RequestRejectedError, ServiceUnavailableError
 from zeromem.settings import Settings
 
@@ -63,7 +64,7 @@ class Inspector:
         self.redactor = Redactor(LifecycleSettings.from_env().sensitive_pattern)
         self.masker = memories.Masker(self.redactor)
         self.streams = live.StreamSlots(inspect.max_streams)
-        self.no_audit: set[str] = set()  # viewers whose credential may not read the audit
+        self.no_audit: set[str] = set()  # creds files that may not read the audit trail
         env = Environment(loader=FileSystemLoader(HERE / "templates"),
                           autoescape=select_autoescape(["html"]))  # fmt: skip
         env.filters.update(when=_when, clock=_clock, ago=_ago, num=_num, pretty=_pretty,
@@ -71,7 +72,10 @@ class Inspector:
         self.templates = Jinja2Templates(env=env)
 
     async def client(self, request: Request, viewer: Viewer) -> Any:
-        return await self.connections.client(viewer, request.path_params["tenant"])
+        tenant = request.path_params["tenant"]
+        if not TENANT_REGEX.match(tenant):
+            raise ValueError(f"not a tenant: {tenant!r}")
+        return await self.connections.client(viewer, tenant)
 
 
 # --- formatting filters ------------------------------------------------------------------
@@ -163,7 +167,7 @@ async def history_view(request: Request, viewer: Viewer) -> dict[str, Any]:
     inspector: Inspector = request.app.state.inspector
     client = await inspector.client(request, viewer)
     key = request.query_params.get("key", "")
-    if viewer.name in inspector.no_audit:
+    if viewer.creds in inspector.no_audit:
         found = memories.History(error="this credential may not read the audit trail "
                                  "(an inspector token issued with --audit may)")  # fmt: skip
     else:
@@ -171,7 +175,7 @@ async def history_view(request: Request, viewer: Viewer) -> dict[str, Any]:
         found = await memories.history(client, key, current,
                                        inspector.inspect.history_scan_limit)  # fmt: skip
         if found.error:
-            inspector.no_audit.add(viewer.name)
+            inspector.no_audit.add(viewer.creds)
     return {"key": key, "history": {"entries": found.entries, "complete": found.complete,
                                     "note": found.note, "error": found.error}}  # fmt: skip
 
@@ -317,8 +321,9 @@ def _events(opener: Callable[[Request, Viewer, int | None], Awaitable[AsyncItera
             try:
                 async for event in events:
                     yield event
-            finally:
+            finally:  # the browser went away: its consumer is deleted now, not at GC
                 inspector.streams.give_back()
+                await events.aclose()  # type: ignore[attr-defined]
 
         return EventSourceResponse(guarded(), ping=inspector.inspect.stream_ping_s,
                                    headers={"cache-control": "no-store"})  # fmt: skip
@@ -368,7 +373,7 @@ async def login(request: Request) -> Response:
     if token:
         viewer = inspector.access.viewer(token)
         if viewer is not None:
-            response = RedirectResponse("/", status_code=303)
+            response = RedirectResponse("/", status_code=303, headers=SECURITY_HEADERS)
             response.set_cookie(COOKIE, token, httponly=True, samesite="strict",
                                 secure=request.url.scheme == "https")  # fmt: skip
             return response
