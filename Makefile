@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test test-unit test-browser inspect inspector-screenshots inspector-vendor reliability demo bench-write bench-write-cost bench-recall bench-auth bench-quality lint schemas clean
+.PHONY: help install run test test-unit test-browser inspect inspector-screenshots inspector-vendor reliability demo bench-write bench-write-cost bench-recall bench-auth bench-inspect bench-quality lint schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -76,6 +76,9 @@ bench-recall: $(STAMP) ## recall p50/p99 at 1k, 10k, 100k in scope (1M stored) n
 
 bench-auth: $(STAMP) ## write and recall with authentication on and off, next to raw NATS, one run
 	$(BIN)/python bench/auth_cost.py
+
+bench-inspect: $(STAMP) ## the inspector's pages on a tenant of a million memories, next to raw NATS
+	$(BIN)/python bench/inspect_scale.py
 
 bench-quality: $(STAMP) ## recall@k and tokens on a generated labelled dataset
 	$(BIN)/python bench/quality/run.py
