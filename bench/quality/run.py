@@ -126,7 +126,8 @@ def _stream_position_at_sim_time(reply: str) -> tuple[int, float]:
 class SimulatedTimeWorker(WorkerService):
     """A worker that applies each command at the time its sim-time header says."""
 
-    async def process(self, shard: int, msgs: Sequence[Msg], ack: bool = True) -> int:
+    async def process(self, shard: int, msgs: Sequence[Msg], ack: bool = True,
+                      positions: dict[int, int] | None = None) -> int:  # fmt: skip
         noted = []
         for msg in msgs:
             stamp = (msg.headers or {}).get(SIM_TIME_HEADER)
@@ -135,7 +136,7 @@ class SimulatedTimeWorker(WorkerService):
                 _sim_times[msg.reply] = float(stamp)
                 noted.append(msg.reply)
         try:
-            return await super().process(shard, msgs, ack=ack)
+            return await super().process(shard, msgs, ack=ack, positions=positions)
         finally:
             for reply in noted:
                 _sim_times.pop(reply, None)

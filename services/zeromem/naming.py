@@ -208,6 +208,12 @@ class RedisKeys:
         """Every Redis key of this tenant (what a tenant's rebuild clears first)."""
         return f"zm:{self.tenant}:*"
 
+    def stored(self) -> str:
+        """Hash: n (memories stored: item hashes holding a memory, expired ones until the
+        reaper takes them), b (bytes of their stored form), kept by the commit script with
+        every write; the tenant's quotas are checked against it."""
+        return f"zm:{self.tenant}:stored"
+
     def owner_stats(self, owner: str) -> str:
         """Hash: n (live memories), len (total indexed terms), for BM25's length norm."""
         return f"zm:{self.tenant}:o:{{{owner}}}:st"

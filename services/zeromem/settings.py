@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from zeromem.limits import Limits
 from zeromem.naming import DEFAULT_SHARDS
 
 ENV_PREFIX = "ZEROMEM_"
@@ -18,7 +19,6 @@ class Settings:
     redis_url: str = ""
     shards: int = DEFAULT_SHARDS
     data_dir: Path = field(default_factory=lambda: Path(".zeromem"))
-    max_value_bytes: int = 64 * 1024
     batch_size: int = 512
     ack_wait_s: float = 30.0
     dedupe_window_s: float = 120.0  # JetStream duplicate window on command ids
@@ -28,13 +28,18 @@ class Settings:
     reaper_interval_s: float = 1.0
     stream_max_age_s: float = 0.0  # 0 keeps the command log forever (rebuild needs it)
     metrics_port: int = 0  # Prometheus scrape endpoint of this process; 0: none
+    # Every limit and quota (``ZEROMEM_LIMIT_*``), in one section: see ``zeromem.limits``.
+    limits: Limits = field(default_factory=Limits)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
         """Read ``ZEROMEM_*`` variables (and the conventional NATS_URL / REDIS_URL)."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
+        values["limits"] = Limits.from_env(env)
         for f in fields(cls):
+            if f.name == "limits":
+                continue
             raw = env.get(ENV_PREFIX + f.name.upper())
             if raw is None and f.name in ("nats_url", "redis_url"):
                 raw = env.get(f.name.upper())

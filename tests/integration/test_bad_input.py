@@ -32,10 +32,10 @@ BAD_MESSAGES: list[tuple[str, bytes, str]] = [
     ("mistyped field", raw(ts="yesterday"), "invalid"),
     ("key outside the grammar", raw(key="user u1 x"), "invalid"),
     ("content over 200 characters", raw(content="x" * 201), "invalid"),
-    ("value over the size limit", raw(value="v" * (64 * 1024 + 10)), "too_large"),
+    ("value over the size limit", raw(value="v" * (64 * 1024 + 10)), "limit value_bytes"),
     ("tenant mismatch", raw(tenant="other"), "tenant_mismatch"),
     ("not a map", msgspec.msgpack.encode([1, 2, 3]), "invalid"),
-    ("deep nesting", raw(value=msgspec.Raw(b"\x91" * 3000 + b"\x00")), "invalid"),
+    ("deep nesting", raw(value=msgspec.Raw(b"\x91" * 3000 + b"\x00")), "limit nesting_depth"),
 ]
 
 

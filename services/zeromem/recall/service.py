@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 from redis.asyncio import Redis
 
+from zeromem.limits import Limits, refusal
 from zeromem.recall.card import Card, card_of
 from zeromem.recall.packing import PackItem, pack
 from zeromem.recall.ranking import (
@@ -39,7 +40,7 @@ from zeromem.schemas import (
     RecallRequest,
     RecallScope,
 )
-from zeromem.telemetry import Telemetry, attributes
+from zeromem.telemetry import Telemetry
 
 EXPLAIN_LIMIT = 200  # candidates listed in the explain view, best first
 
@@ -87,11 +88,14 @@ def _strategy_filters(strategy: Strategy) -> tuple[float | None, set[str], set[s
 
 class RecallService:
     def __init__(
-        self, redis: Redis, config: RankingConfig | None = None, telemetry: Telemetry | None = None
-    ) -> None:
+        self, redis: Redis, config: RankingConfig | None = None, telemetry: Telemetry | None = None,
+        limits: Limits | None = None,
+    ) -> None:  # fmt: skip
         self.redis = redis
         self.config = config or RankingConfig()
+        self.limits = limits or Limits()
         self.telemetry = telemetry or Telemetry()
+        self.telemetry.bound(self.limits.metric_tenants, self.limits.metric_agents)
         self.usage = UsageLedger(redis)
         # Called with each answered recall (the read services set it: the audit record of
         # the read, with the reader and the keys recalled). Must not block.
@@ -113,11 +117,13 @@ class RecallService:
         """Record an answered recall: metrics, usage, and the ``on_read`` hook."""
         self.telemetry.record_recall(request.tenant, request.reader, reply.tokens,
                                      reply.baseline_tokens, elapsed_s)  # fmt: skip
-        self.usage.record(request.tenant, request.reader, reply.tokens, reply.baseline_tokens,
+        # The ledger names the same agents the metrics do (bounded per tenant).
+        agent = self.telemetry.agent(request.tenant, request.reader) if request.reader else ""
+        self.usage.record(request.tenant, agent, reply.tokens, reply.baseline_tokens,
                           request.history_tokens)  # fmt: skip
         if request.history_tokens:
-            self.telemetry.history_tokens.add(request.history_tokens,
-                                              attributes(request.tenant, request.reader))  # fmt: skip
+            self.telemetry.history_tokens.add(
+                request.history_tokens, self.telemetry.attributes(request.tenant, request.reader))
         if self.on_read is not None:
             self.on_read(request, reply)
 
@@ -138,6 +144,9 @@ class RecallService:
             filters = Filters(frozenset(only_types), filters.tags, filters.since, filters.until,
                               filters.prefix)  # fmt: skip
         query_terms = list(dict.fromkeys(terms(request.query)))
+        if len(query_terms) > self.limits.query_terms:
+            raise RecallError(refusal("query_terms", f"{len(query_terms)} distinct terms in the "
+                                      f"query, limit {self.limits.query_terms}"))  # fmt: skip
         config = strategy.config(self.config)
 
         gathered = await gather(

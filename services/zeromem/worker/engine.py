@@ -77,6 +77,7 @@ class KeyState:
     feedback: FeedbackCounts = field(default_factory=FeedbackCounts)
     archived: bool = False  # the key's memory sits in the archive tier
     archived_item: MemoryItem | None = None  # read only for a restore
+    size: int = 0  # bytes of the stored memory (its encoded form), 0 without one
 
     def live(self, now: float) -> MemoryItem | None:
         item = self.item
