@@ -134,7 +134,9 @@ def shard_consumer_config(settings: Settings, name: str, shard: int, after: int)
         ack_policy=AckPolicy.ALL,
         ack_wait=settings.ack_wait_s,
         max_deliver=-1,  # a command is never dropped: a failing apply is retried, not lost
-        max_ack_pending=max(4 * settings.batch_size, 1024),
+        # At least the shard's read-ahead window (Limits.shard_window), one command per
+        # message at worst: the server must let the worker see past one tenant's backlog.
+        max_ack_pending=max(4 * settings.batch_size, 1024, settings.limits.shard_window),
         max_waiting=64,
         # The server removes a consumer nobody pulls from for this long (its owner died
         # and no other took the shard over). Losing one loses nothing: a new owner starts

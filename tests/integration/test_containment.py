@@ -15,9 +15,10 @@ import msgspec
 import pytest
 
 from tests.harness import ServiceSet
+from tests.reliability.history import dead_letters as read_dead_letters
 from zeromem import naming
 from zeromem.bus import connect_nats
-from zeromem.schemas import DeadLetter, decode, encode_batch
+from zeromem.schemas import DeadLetter, encode_batch
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 
@@ -57,15 +58,7 @@ async def canary_delay(settings: Settings, shard: int, tenant: str = "canary") -
 async def dead_letters(settings: Settings) -> list[DeadLetter]:
     nc = await connect_nats(settings, "containment-test")
     try:
-        js = nc.jetstream()
-        sub = await js.pull_subscribe(naming.DEAD_LETTER_SUBJECTS, stream=naming.DEAD_LETTER_STREAM)
-        letters: list[DeadLetter] = []
-        while True:
-            try:
-                msgs = await sub.fetch(500, timeout=1.0)
-            except Exception:
-                return letters
-            letters += [decode(m.data, DeadLetter) for m in msgs]
+        return await read_dead_letters(nc)
     finally:
         await nc.close()
 

@@ -126,3 +126,11 @@ async def test_a_reader_with_a_bar_cannot_break_its_tenants_stats(running: Setti
         await client.recall("q", owners=["user:u1"])
         reply = await client.stats(since=time.time() - 3600)
         assert all("|" not in row.agent for row in reply.rows)
+
+
+@pytest.mark.parametrize("since,until", [(1e300, 1e300), (0.0, 1e300), (-5.0, 0.0), (5e9, 1e9)])
+async def test_stats_bounds_far_out_or_backwards_are_answered(running: Settings, since: float,
+                                                              until: float) -> None:  # fmt: skip
+    refused, reply = await request(running, "acme", "stats",
+                                   {"tenant": "acme", "since": since, "until": until})
+    assert refused or reply == {} or "rows" in reply, reply  # type: ignore[operator]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from zeromem.worker.fairness import ShardWindow
@@ -68,3 +69,21 @@ def test_redeliveries_are_not_held_twice() -> None:
     assert not window.add(FakeMsg(), 1, "a", 1)  # type: ignore[arg-type]
     assert window.add(FakeMsg(), 3, "a", 1)  # type: ignore[arg-type]
     assert window.commands == 3
+
+
+def test_a_message_refused_on_arrival_is_acknowledged_with_the_prefix_only() -> None:
+    window = window_of(("a", 1))
+    assert window.add(FakeMsg(), 2, "noisy", 128, done=True)  # type: ignore[arg-type]
+    assert window.commands == 1  # the refused one waits for no turn
+    assert window.finish([]) is None  # 1 is still waiting: nothing to acknowledge yet
+    last = window.finish(window.select(batch_size=10, share=10))
+    assert last is not None and last.sequence == 2 and len(window) == 0
+
+
+def test_messages_waiting_long_are_reported_once_per_interval() -> None:
+    window = window_of(("a", 1), ("b", 1))
+    for held in window.held:
+        held.since -= 100  # arrived long ago
+    window.finish([window.held[1]])  # b's applied: it no longer waits
+    assert seqs(window.waiting_since(time.monotonic() - 10)) == [1]
+    assert window.waiting_since(time.monotonic() - 10) == []  # its clock restarted

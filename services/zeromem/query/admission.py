@@ -59,9 +59,11 @@ def admit_request(subject: str, data: bytes, type_: type[T], limits: Limits) -> 
 
 def stats_window(request: StatsRequest, limits: Limits, now: float | None = None
                  ) -> tuple[float, float]:  # fmt: skip
-    """The (since, until) a stats request reads: ``until`` 0 is now, ``since`` 0 is as far
-    back as the limit allows. Raises ``Refused`` over ``Limits.stats_range_s``."""
-    until = request.until or (time.time() if now is None else now)
+    """The (since, until) a stats request reads: ``until`` 0 (or later than now) is now,
+    ``since`` 0 is as far back as the limit allows. Raises ``Refused`` over
+    ``Limits.stats_range_s``."""
+    now = time.time() if now is None else now
+    until = min(request.until or now, now)
     since = request.since or max(0.0, until - limits.stats_range_s)
     if since > until:
         raise Refused(f"since ({since}) is after until ({until})")

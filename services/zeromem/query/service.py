@@ -21,7 +21,8 @@ from zeromem import naming
 from zeromem.lifecycle.reads import ReadRecorder
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
 from zeromem.lifecycle.settings import LifecycleSettings
-from zeromem.limits import refusal
+from zeromem.limits import Limits, refusal
+from zeromem.logs import BoundedLog
 from zeromem.query.admission import Refused, admit_request, stats_window, tenant_of_query_subject
 from zeromem.query.gate import TenantGate
 from zeromem.query.reads import get_items, list_keys
@@ -42,6 +43,7 @@ from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+_log = BoundedLog(log, Limits().log_interval_s)
 T = TypeVar("T")
 
 
@@ -68,7 +70,12 @@ async def _served(msg: NatsMessage, type_: type[T], gate: TenantGate,
     except Refused as exc:
         return error_response("bad_request", str(exc))
     async with gate.slot(tenant):
-        return await answer(request)
+        try:
+            return await answer(request)
+        except Exception as exc:  # every request gets an answer, even a bug's
+            _log.error(("read", type_.__name__, type(exc)), "%s failed", type_.__name__,
+                       exc_info=exc)  # fmt: skip
+            return error_response("internal", f"{type_.__name__} failed; see the service log")
 
 
 def broker_publisher(broker: NatsBroker):  # type: ignore[no-untyped-def]

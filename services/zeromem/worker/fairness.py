@@ -41,6 +41,7 @@ class Held:
     tenant: str
     commands: int  # as the message says (Zm-Batch); admission checks it
     size: int
+    since: float  # when it arrived, or was last reported in progress to the server
     done: bool = False
 
 
@@ -56,16 +57,32 @@ class ShardWindow:
     def __len__(self) -> int:
         return len(self.held)
 
-    def add(self, msg: Msg, sequence: int, tenant: str, commands: int) -> bool:
-        """Hold a fetched message; False for a redelivery of one already held or done."""
+    def add(self, msg: Msg, sequence: int, tenant: str, commands: int,
+            done: bool = False) -> bool:  # fmt: skip
+        """Hold a fetched message (``done``: already dealt with, held only until the done
+        prefix reaches it); False for a redelivery of one already held or done."""
         if sequence <= self.newest:
             return False
         self.newest = sequence
-        self.held.append(Held(msg, sequence, tenant, commands, len(msg.data)))
-        self.commands += commands
+        now = time.monotonic()
+        self.held.append(Held(msg, sequence, tenant, commands, len(msg.data), now, done))
         self.bytes += len(msg.data)
-        self._present[tenant] = time.monotonic()
+        if not done:
+            self.commands += commands
+            self._present[tenant] = now
         return True
+
+    def waiting_since(self, before: float) -> list[Held]:
+        """Messages still waiting that arrived (or were last renewed) before ``before``:
+        the server would deliver them again at its ack wait unless told they are in hand.
+        Their clock restarts."""
+        now = time.monotonic()
+        out = []
+        for held in self.held:
+            if not held.done and held.since < before:
+                held.since = now
+                out.append(held)
+        return out
 
     def select(self, batch_size: int, share: int) -> list[Held]:
         """The next round: whole messages, each tenant's in stream order."""

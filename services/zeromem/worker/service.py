@@ -339,10 +339,15 @@ class WorkerService:
         window = ShardWindow()
         limits = self.limits
         batch_size = self.settings.batch_size
-        # Commands per message seen so far here (batch messages carry many): how many
-        # messages to ask for. Start small: a full fetch of batch messages could bring a
-        # hundred times ``batch_size`` commands.
-        seen_msgs, seen_commands = 1, 16
+        # Commands and bytes per message seen so far here (batch messages carry many): how
+        # many messages to ask for. Start small: a full fetch of batch messages could bring
+        # a hundred times ``batch_size`` commands.
+        seen_msgs, seen_commands, seen_bytes = 1, 16, 4096
+        # Held messages are reported in progress before the server's ack wait runs out, so
+        # it does not deliver them again while they wait for their tenant's turn.
+        ack_wait = self.settings.ack_wait_s
+        renewed_at = time.monotonic()
+        refusals: list[asyncio.Future[object]] = []  # dead letters of messages over quota
         try:
             self._lease_sure_until[shard] = time.monotonic() + self.settings.lease_ttl_s / 2
             while not self._stopping.is_set():
@@ -353,30 +358,51 @@ class WorkerService:
                     # commands; if it was replaced, its consumer is gone anyway.
                     await self._confirm_lease(shard)
                 room = limits.shard_window - window.commands
-                if room > 0:
-                    wanted = max(1, min(batch_size, room * seen_msgs // seen_commands))
+                room_bytes = limits.shard_window_bytes - window.bytes
+                if room > 0 and room_bytes > 0:
+                    wanted = max(1, min(batch_size, room * seen_msgs // seen_commands,
+                                        room_bytes * seen_msgs // seen_bytes))  # fmt: skip
                     try:
                         # With messages in hand, only what is there now: no waiting.
                         msgs = await feed.fetch(wanted, timeout=0.001 if len(window) else 0.5)
                     except TimeoutError:
                         msgs = []
+                    over_quota: list[_Dead] = []
                     for msg in msgs:
                         seq, _ = stream_position(msg.reply)
                         count = _declared_commands(msg)
-                        if not window.add(msg, seq, naming.tenant_of_command_subject(msg.subject),
-                                          count):  # fmt: skip
+                        tenant = naming.tenant_of_command_subject(msg.subject)
+                        # Over its rate, a tenant's message is refused before it takes a
+                        # place in the window or a turn: its backlog holds nobody up.
+                        refused = not self._command_quota.take((shard, tenant), count)
+                        if not window.add(msg, seq, tenant, count, done=refused):
                             if seq <= window.acknowledged:  # done; its ack was lost: again
                                 await msg.ack()
                             continue
+                        if refused:
+                            over_quota.append(_Dead(msg, msg.data, refusal(
+                                "tenant_commands_per_s", f"tenant {tenant!r} is over "
+                                f"{limits.tenant_commands_per_s:g} commands/s on shard {shard}; "
+                                f"{count} command(s) refused"), seq))  # fmt: skip
                         seen_msgs += 1
                         seen_commands += count
+                        seen_bytes += len(msg.data)
+                    if over_quota:
+                        # Stored before the window's prefix is acknowledged; no round waits.
+                        refusals += await self._send_dead_letters(shard, over_quota)
+                if time.monotonic() - renewed_at > ack_wait / 4:
+                    renewed_at = time.monotonic()
+                    for held in window.waiting_since(renewed_at - ack_wait / 2):
+                        await held.msg.in_progress()
                 chosen = window.select(batch_size, limits.tenant_round_share)
-                if not chosen:
-                    continue
-                await self._process_contained(shard, [h.msg for h in chosen],
-                                              window.positions(chosen))  # fmt: skip
-                last = window.finish(chosen)
+                if chosen:
+                    await self._process_contained(shard, [h.msg for h in chosen],
+                                                  window.positions(chosen))  # fmt: skip
+                last = window.finish(chosen)  # also what was refused on arrival
                 if last is not None:
+                    if refusals:
+                        await asyncio.wait_for(asyncio.gather(*refusals), ack_wait)
+                        refusals = []
                     await last.msg.ack()  # AckPolicy.ALL: the whole done prefix
         finally:
             self._consumers.pop(shard, None)
@@ -472,8 +498,11 @@ class WorkerService:
         commands they carried. ``positions``: per message (by stream sequence), the
         position the shard may record once it is applied (default: its own sequence)."""
         admitted, dead = self._admit(shard, msgs, positions)
+        dead_acks: list[asyncio.Future[object]] = []
         if dead and not self.replay:  # a replay's dead letters are on the stream already
-            await self._dead_letter(shard, dead)
+            # Their acknowledgements are awaited with the audit's: the commands around them
+            # do not wait for a round trip first.
+            dead_acks = await self._send_dead_letters(shard, dead)
         started_ns = time.time_ns()
         self._tallies[shard] = Counter()
         self._failed[shard] = []
@@ -485,7 +514,7 @@ class WorkerService:
             return len(admitted) + len(dead)
         # The audit record goes out first and is awaited after the results are published:
         # its round trip overlaps theirs, and the batch is acked only once it is stored.
-        audit_acks = await self._publish_audit(shard, admitted, results)
+        audit_acks = dead_acks + await self._publish_audit(shard, admitted, results)
         await self._publish_results(shard, admitted, results)
         if audit_acks:
             # Bounded: an acknowledgement lost in a broker restart must not hang the shard
@@ -528,12 +557,6 @@ class WorkerService:
                     continue
             else:
                 count = 1
-            if not self.replay and not self._command_quota.take((shard, subject_tenant), count):
-                dead.append(_Dead(msg, msg.data, refusal(
-                    "tenant_commands_per_s", f"tenant {subject_tenant!r} is over "
-                    f"{limits.tenant_commands_per_s:g} commands/s on shard {shard}; "
-                    f"{count} command(s) refused"), seq))  # fmt: skip
-                continue
             if batched:
                 try:
                     parts = split_batch(msg.data)
@@ -1224,6 +1247,16 @@ class WorkerService:
         )  # fmt: skip
 
     async def _dead_letter(self, shard: int, dead: list[_Dead]) -> None:
+        """Dead-letter ``dead`` and wait until the stream has stored them."""
+        acks = await self._send_dead_letters(shard, dead)
+        # stored before the originals are acked: nothing is lost (bounded, like the audit)
+        await asyncio.wait_for(asyncio.gather(*acks), self.settings.ack_wait_s)
+
+    async def _send_dead_letters(
+        self, shard: int, dead: list[_Dead]
+    ) -> list[asyncio.Future[object]]:
+        """Publish ``dead`` (each with its audit record); returns the acknowledgements to
+        wait for before the originals are acknowledged."""
         now = time.time()
         acks = []
         for letter in dead:
@@ -1270,14 +1303,13 @@ class WorkerService:
                 acks.append(await self.js.publish_async(
                     naming.audit_write_subject(tenant, shard), data,
                     headers={naming.MSG_ID_HEADER: once}))  # fmt: skip
-        # stored before the originals are acked: nothing is lost (bounded, like the audit)
-        await asyncio.wait_for(asyncio.gather(*acks), self.settings.ack_wait_s)
         self.stats.dead_lettered += len(dead)
         counts = Counter(_tenant_label(letter.msg.subject) for letter in dead)
         for tenant, count in counts.items():
             label = self.telemetry.tenant(tenant)
             self.telemetry.commands.add(count, {"zeromem.tenant": label, "zeromem.op": "",
                                                 "zeromem.outcome": "dead_letter"})  # fmt: skip
+        return acks
 
 
 _NO_STATE = KeyState()  # a placeholder while the batch's keys are collected
