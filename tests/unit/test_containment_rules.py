@@ -186,3 +186,16 @@ async def test_a_waiting_request_that_is_cancelled_gives_its_place_back() -> Non
     hold.set()
     await first
     assert gate.in_flight == 0 and gate._queued == 0 and not gate._waiting
+
+
+def test_a_value_limit_the_broker_cannot_carry_is_refused_at_start() -> None:
+    from types import SimpleNamespace
+
+    from zeromem.worker.service import WorkerService
+
+    nc = SimpleNamespace(max_payload=1024 * 1024, jetstream=lambda: None)
+    redis = SimpleNamespace(register_script=lambda text: None)
+    settings = Settings(limits=Limits(value_bytes=4 * 1024 * 1024))
+    with pytest.raises(ValueError, match="value_bytes"):
+        WorkerService(settings, [0], nc=nc, redis=redis, engine=object())  # type: ignore[arg-type]
+    WorkerService(Settings(), [0], nc=nc, redis=redis, engine=object())  # type: ignore[arg-type]

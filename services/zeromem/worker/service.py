@@ -81,7 +81,7 @@ from zeromem.worker.engine import (
 )
 from zeromem.worker.fairness import ShardWindow
 from zeromem.worker.faults import CommandFailed, Fault, StaleRoundsError, classify, describe
-from zeromem.worker.intake import Invalid, admit
+from zeromem.worker.intake import ENVELOPE_ALLOWANCE, Invalid, admit
 from zeromem.worker.pull import PullFeed
 from zeromem.worker.store import BEHIND, DUPLICATE, FENCED, OK, STALE, CommitReply, Store
 
@@ -221,6 +221,12 @@ class WorkerService:
                                   (getattr(nc, "max_payload", 0) or 1024 * 1024) - 64 * 1024)
         self._consumers: dict[int, str] = {}  # per owned shard, the consumer it reads
         self.limits = settings.limits
+        # Everything a worker publishes fits in one message by construction: a result or
+        # an audit entry carries at most one value (or patch) and its envelope.
+        if self.limits.value_bytes + ENVELOPE_ALLOWANCE > self._payload_limit:
+            raise ValueError(
+                f"limit value_bytes ({self.limits.value_bytes}) leaves no room in the broker's "
+                f"payload limit ({self._payload_limit} bytes for a worker's messages)")
         self._log = BoundedLog(log, self.limits.log_interval_s)
         # Commands per second of each tenant on each shard (0: no quota).
         self._command_quota = RateQuota(self.limits.tenant_commands_per_s)
