@@ -104,11 +104,19 @@ class Limits:
     tenant_requests_per_s: float = 2000.0
     # Requests of one tenant a read service works on at once; the tenant's others wait in
     # its own queue, served in turn with other tenants' ...
-    tenant_in_flight: int = 2
-    # ... and at most this many wait; more are refused at once (``overloaded``).
+    tenant_in_flight: int = 4
+    # ... at once while other tenants' requests arrive too (a heavy recall holds Redis for
+    # tens of milliseconds: see query.gate) ...
+    tenant_in_flight_shared: int = 1
+    # ... and the share of the service's time one tenant may take meanwhile (seconds of
+    # work per second; the time a request took is charged to its tenant). Past it, the
+    # tenant's requests wait until it has earned time back.
+    tenant_read_share: float = 0.25
+    # Requests of one tenant waiting for their turn; more are refused at once
+    # (``overloaded``).
     tenant_queued: int = 512
     # Requests a read-service process works on at once, all tenants together, ...
-    reads_in_flight: int = 8
+    reads_in_flight: int = 16
     # ... and requests waiting, all tenants together.
     reads_queued: int = 4096
 
@@ -122,8 +130,10 @@ class Limits:
         for f in fields(self):
             if getattr(self, f.name) < 0:
                 raise ValueError(f"limit {f.name} must not be negative")
-        if self.tenant_in_flight < 1 or self.reads_in_flight < 1 or self.message_attempts < 1:
-            raise ValueError("tenant_in_flight, reads_in_flight, message_attempts: at least 1")
+        if min(self.tenant_in_flight, self.tenant_in_flight_shared, self.reads_in_flight,
+               self.message_attempts) < 1:  # fmt: skip
+            raise ValueError("tenant_in_flight(_shared), reads_in_flight, message_attempts: "
+                             "at least 1")
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Limits:

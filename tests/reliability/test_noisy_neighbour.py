@@ -2,7 +2,7 @@
 and writes as fast as the SDK sends, from a process of its own (``flood.py``), while
 tenant B goes on with its ordinary turns: a write waited until applied, then a recall.
 B's p99 latency of each is measured before A starts and while A floods, in the same run;
-the ratio is the figure (target: within 3x).
+the ratio is the figure (target: within 3x; the line says whether it was met).
 
 Everything shares this machine's two cores, so A's load generator runs at the lowest CPU
 priority (``nice 19``), standing in for clients on machines of their own: what is measured
@@ -21,6 +21,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -28,6 +30,7 @@ from tests.reliability.cluster import REPO, Cluster, long_mode, scale
 from tests.reliability.history import summarize
 from zeromem.limits import Limits
 from zeromem.sdk import MemoryClient
+from zeromem.sdk.errors import ServiceUnavailableError, WaitTimeoutError
 
 TARGET_RATIO = 3.0
 QUOTA = 100.0  # commands/s of one tenant per shard
@@ -37,23 +40,37 @@ def p99(samples: list[float]) -> float:
     return statistics.quantiles(samples, n=100)[98] if len(samples) > 1 else samples[0]
 
 
-async def measure(client: MemoryClient, seconds: float) -> tuple[list[float], list[float]]:
-    """B's turns for ``seconds``: a write waited until applied, then a recall; latencies."""
-    writes: list[float] = []
-    reads: list[float] = []
+@dataclass
+class Turns:
+    """B's latencies, and the requests that got no answer in time (counted at the
+    client's timeout)."""
+
+    writes: list[float] = field(default_factory=list)
+    reads: list[float] = field(default_factory=list)
+    timeouts: int = 0
+
+
+async def timed(turns: Turns, into: list[float], call: Awaitable[object]) -> None:
+    started = time.perf_counter()
+    try:
+        await call
+    except (WaitTimeoutError, ServiceUnavailableError):
+        turns.timeouts += 1
+    into.append(time.perf_counter() - started)
+
+
+async def measure(client: MemoryClient, seconds: float) -> Turns:
+    """B's turns for ``seconds``: a write waited until applied, then a recall."""
+    turns = Turns()
     stop_at = time.monotonic() + seconds
     n = 0
     while time.monotonic() < stop_at:
-        started = time.perf_counter()
-        receipt = await client.put(f"user:b{n % 4}:step", n, wait="applied")
-        writes.append(time.perf_counter() - started)
-        assert receipt.status == "applied", receipt
-        started = time.perf_counter()
-        await client.recall("deploy window budget", owners=[f"user:b{n % 4}"], k=5)
-        reads.append(time.perf_counter() - started)
+        await timed(turns, turns.writes, client.put(f"user:b{n % 4}:step", n, wait="applied"))
+        await timed(turns, turns.reads, client.recall("deploy window budget",
+                                                      owners=[f"user:b{n % 4}"], k=5))
         n += 1
         await asyncio.sleep(0.01)  # an agent thinks between turns
-    return writes, reads
+    return turns
 
 
 @pytest.mark.parametrize("quota", [QUOTA, 0.0], ids=["write quota", "no write quota"])
@@ -68,7 +85,7 @@ async def test_a_noisy_tenant_leaves_another_tenants_latency_within_bounds(
                                              limits=Limits(tenant_commands_per_s=quota))
     await cluster.start_services(workers=2)
     url, shards = cluster.settings.nats_url, cluster.settings.shards
-    seconds = scale(6.0, 30.0)
+    seconds = scale(4.0, 30.0)
     async with await MemoryClient.connect(url, tenant="tenant-b", agent="b", shards=shards,
                                           timeout=10.0) as b:  # fmt: skip
         for i in range(40):
@@ -80,7 +97,7 @@ async def test_a_noisy_tenant_leaves_another_tenants_latency_within_bounds(
             await a.put("user:a0:last", 0, wait="applied")
         await b.put("user:b0:ready", 0, wait="applied")
 
-        quiet_writes, quiet_reads = await measure(b, seconds)
+        quiet = await measure(b, seconds)
         flood = subprocess.Popen(  # noqa: ASYNC220 - it runs beside the test, on purpose
             ["nice", "-n", "19", sys.executable, "-m", "tests.reliability.flood", url,
              "tenant-a", str(shards), str(seconds + 2.0)],
@@ -88,25 +105,27 @@ async def test_a_noisy_tenant_leaves_another_tenants_latency_within_bounds(
         )  # fmt: skip
         try:
             await asyncio.sleep(2.0)  # the flood is under way
-            loud_writes, loud_reads = await measure(b, seconds)
+            loud = await measure(b, seconds)
             out, _ = await asyncio.to_thread(flood.communicate, timeout=120)
         finally:
             if flood.poll() is None:
                 flood.kill()
     a_counts = json.loads(out.decode().strip().splitlines()[-1])
 
-    write_ratio = p99(loud_writes) / p99(quiet_writes)
-    read_ratio = p99(loud_reads) / p99(quiet_reads)
+    write_ratio = p99(loud.writes) / p99(quiet.writes)
+    read_ratio = p99(loud.reads) / p99(quiet.reads)
+    met = "met" if max(write_ratio, read_ratio) <= TARGET_RATIO else "NOT met"
     setting = f"write quota {quota:g}/s per shard" if quota else "no write quota"
     summarize(
-        f"[reliability] noisy neighbour ({setting}, "
-        f"{seconds:.0f}s): B write p99 quiet {p99(quiet_writes) * 1000:.1f} ms, with A flooding "
-        f"{p99(loud_writes) * 1000:.1f} ms (ratio {write_ratio:.2f}); B recall p99 quiet "
-        f"{p99(quiet_reads) * 1000:.1f} ms, with A flooding {p99(loud_reads) * 1000:.1f} ms "
-        f"(ratio {read_ratio:.2f}); B turns {len(quiet_writes)} quiet, {len(loud_writes)} "
-        f"flooded; A: {a_counts}"
+        f"[reliability] noisy neighbour ({setting}, {seconds:.0f}s): B write p99 quiet "
+        f"{p99(quiet.writes) * 1000:.1f} ms, with A flooding {p99(loud.writes) * 1000:.1f} ms "
+        f"(ratio {write_ratio:.1f}); B recall p99 quiet {p99(quiet.reads) * 1000:.1f} ms, with "
+        f"A flooding {p99(loud.reads) * 1000:.1f} ms (ratio {read_ratio:.1f}); target "
+        f"{TARGET_RATIO:g}x {met}; B turns {len(quiet.writes)} quiet, {len(loud.writes)} "
+        f"flooded, {loud.timeouts} without an answer in 10 s; A: {a_counts}"
     )  # fmt: skip
     cluster.assert_processes_alive()
     assert a_counts.get("writes", 0) > 0 and a_counts.get("recall_answered", 0) > 0
-    if quota and long_mode():
-        assert write_ratio <= TARGET_RATIO and read_ratio <= TARGET_RATIO
+    assert quiet.timeouts == 0
+    if quota:  # with the quota a deployment shared by tenants sets, B is always served
+        assert loud.timeouts == 0

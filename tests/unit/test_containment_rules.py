@@ -199,3 +199,62 @@ def test_a_value_limit_the_broker_cannot_carry_is_refused_at_start() -> None:
     with pytest.raises(ValueError, match="value_bytes"):
         WorkerService(settings, [0], nc=nc, redis=redis, engine=object())  # type: ignore[arg-type]
     WorkerService(Settings(), [0], nc=nc, redis=redis, engine=object())  # type: ignore[arg-type]
+
+
+def test_the_readme_lists_every_limit_with_its_default() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = {line.split("|")[1].strip(" `"): line for line in readme.splitlines()
+            if line.startswith("| `")}  # fmt: skip
+    for name, default, _ in documented():
+        assert name in rows, f"README lists no limit {name}"
+        shown = str(int(default)) if float(default).is_integer() else str(default)  # type: ignore[arg-type]
+        assert f"| {shown}" in rows[name], f"README's default of {name} is not {shown}"
+
+
+async def test_while_tenants_share_a_service_each_has_one_request_in_flight_and_its_share(
+) -> None:
+    gate = TenantGate(Limits(tenant_in_flight=4, tenant_in_flight_shared=1, reads_in_flight=8,
+                             tenant_read_share=0.1))  # fmt: skip
+    running: list[str] = []
+    hold = asyncio.Event()
+
+    async def request(tenant: str, seconds: float = 0.0) -> None:
+        assert gate.admit(tenant) is None
+        async with gate.slot(tenant):
+            running.append(tenant)
+            await asyncio.sleep(seconds)
+            await hold.wait()
+
+    alone = [asyncio.create_task(request("a")) for _ in range(6)]
+    await asyncio.sleep(0.01)
+    assert running.count("a") == 4  # alone: tenant_in_flight
+    hold.set()
+    await asyncio.gather(*alone)
+
+    hold.clear()
+    running.clear()
+    assert gate.admit("b") is None  # b is active too: the service is shared now
+    shared = [asyncio.create_task(request("a")) for _ in range(3)]
+    quiet = asyncio.create_task(request("b"))
+    await asyncio.sleep(0.01)
+    assert sorted(running) == ["a", "b"]  # one each
+    hold.set()
+    await asyncio.gather(*shared, quiet)
+
+    # A request that took 0.15 s left a in debt (its share is 0.1 s of work per second):
+    # a's next one waits until it has earned the time back, while b's goes at once.
+    running.clear()
+    gate.admit("a")
+    gate.admit("b")
+    async with gate.slot("a"):
+        gate._share["a"][0] -= 0.15  # as if it had run that long while shared
+    started = asyncio.get_running_loop().time()
+    late = asyncio.create_task(request("a"))
+    await asyncio.sleep(0.05)
+    assert running == []
+    await request("b")
+    assert running == ["b"]
+    await late
+    assert asyncio.get_running_loop().time() - started >= 0.4
