@@ -40,6 +40,10 @@ def p99(samples: list[float]) -> float:
     return statistics.quantiles(samples, n=100)[98] if len(samples) > 1 else samples[0]
 
 
+def ms(samples: list[float]) -> str:
+    return f"p50 {statistics.median(samples) * 1000:.1f} / p99 {p99(samples) * 1000:.1f} ms"
+
+
 @dataclass
 class Turns:
     """B's latencies, and the requests that got no answer in time (counted at the
@@ -117,10 +121,10 @@ async def test_a_noisy_tenant_leaves_another_tenants_latency_within_bounds(
     met = "met" if max(write_ratio, read_ratio) <= TARGET_RATIO else "NOT met"
     setting = f"write quota {quota:g}/s per shard" if quota else "no write quota"
     summarize(
-        f"[reliability] noisy neighbour ({setting}, {seconds:.0f}s): B write p99 quiet "
-        f"{p99(quiet.writes) * 1000:.1f} ms, with A flooding {p99(loud.writes) * 1000:.1f} ms "
-        f"(ratio {write_ratio:.1f}); B recall p99 quiet {p99(quiet.reads) * 1000:.1f} ms, with "
-        f"A flooding {p99(loud.reads) * 1000:.1f} ms (ratio {read_ratio:.1f}); target "
+        f"[reliability] noisy neighbour ({setting}, {seconds:.0f}s): B write quiet "
+        f"{ms(quiet.writes)}, with A flooding {ms(loud.writes)} (p99 ratio {write_ratio:.1f}); "
+        f"B recall quiet {ms(quiet.reads)}, with A flooding {ms(loud.reads)} (p99 ratio "
+        f"{read_ratio:.1f}); target "
         f"{TARGET_RATIO:g}x {met}; B turns {len(quiet.writes)} quiet, {len(loud.writes)} "
         f"flooded, {loud.timeouts} without an answer in 10 s; A: {a_counts}"
     )  # fmt: skip
