@@ -211,7 +211,7 @@ async def load(client: MemoryClient, worker: WorkerService, memories: Sequence[M
         )  # fmt: skip
         shard = naming.shard_for(TENANT, owner_of(memory.key), client.shards)
         headers = {naming.MSG_ID_HEADER: command.id, SIM_TIME_HEADER: repr(memory.created_at)}
-        await client.js.publish_async(naming.command_subject(TENANT, shard), encode(command),
+        await client.js.publish_async(naming.command_subject(TENANT, shard, AGENT), encode(command),
                                       headers=headers)  # fmt: skip
     await client.js.publish_async_completed()
     deadline = time.monotonic() + wait_s
@@ -401,13 +401,13 @@ async def run(dataset: Dataset, configs: dict[str, dict[str, Any] | None],
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="zeromem-quality-") as tmp, \
             EmbeddedStack(Path(tmp) / "stack") as stack, simulated_time(dataset.now) as clock:
-        settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url,
-                            data_dir=Path(tmp) / "data")  # fmt: skip
+        settings = stack.settings_for(Settings(data_dir=Path(tmp) / "data", auth_dir=str(
+            stack.authority.directory)), "admin")  # secured, as `zeromem up` runs it
         services = await start_services(settings)
         try:
             async with await MemoryClient.connect(settings.nats_url, tenant=TENANT, agent=AGENT,
-                                                  shards=settings.shards,
-                                                  timeout=10.0) as client:  # fmt: skip
+                                                  shards=settings.shards, timeout=10.0,
+                                                  settings=settings) as client:  # fmt: skip
                 load_s = await load(client, services.worker, dataset.memories)
                 await verify_ages(client, dataset.memories)
                 await verify_clock(client, dataset)

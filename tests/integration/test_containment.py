@@ -84,7 +84,7 @@ async def stack(isolated: Settings):  # type: ignore[no-untyped-def]
 async def test_a_patch_with_mixed_map_keys_is_refused_and_its_shard_goes_on(stack) -> None:
     settings, _ = stack
     shard = naming.shard_for("acme", "user:u1", settings.shards)
-    await publish(settings, naming.command_subject("acme", shard),
+    await publish(settings, naming.command_subject("acme", shard, "hostile"),
                   raw_command("acme", "user:u1:nowhere", op="patch", patch={"a": 1, 2: 3}))
     assert await canary_delay(settings, shard) < CANARY_LIMIT_S
     (letter,) = await dead_letters(settings)
@@ -97,8 +97,8 @@ async def test_a_batch_of_50000_nils_is_refused_whole_without_a_flood_of_logs(
     settings, _ = stack
     shard = naming.shard_for("acme", "user:u1", settings.shards)
     caplog.set_level(logging.INFO, logger="zeromem")
-    await publish(settings, naming.command_subject("acme", shard), encode_batch([b"\xc0"] * 50_000),
-                  headers={naming.BATCH_HEADER: "50000"})
+    await publish(settings, naming.command_subject("acme", shard, "hostile"),
+                  encode_batch([b"\xc0"] * 50_000), headers={naming.BATCH_HEADER: "50000"})
     assert await canary_delay(settings, shard) < CANARY_LIMIT_S
     letters = await dead_letters(settings)
     assert len(letters) == 1 and "batch_commands" in letters[0].reason, letters[:2]
@@ -111,7 +111,7 @@ async def test_a_600_deep_nested_patch_is_refused_at_admission(stack) -> None:
     settings, _ = stack
     shard = naming.shard_for("acme", "user:u1", settings.shards)
     deep = msgspec.Raw(b"\x91" * 600 + b"\xc0")
-    await publish(settings, naming.command_subject("acme", shard),
+    await publish(settings, naming.command_subject("acme", shard, "hostile"),
                   raw_command("acme", "user:u1:k", op="patch", patch={"a": deep}))
     assert await canary_delay(settings, shard) < CANARY_LIMIT_S
     (letter,) = await dead_letters(settings)
@@ -123,7 +123,7 @@ async def test_a_forget_with_a_non_finite_bound_is_refused(stack) -> None:
     # retried for ever.
     settings, _ = stack
     shard = naming.shard_for("acme", "user:u1", settings.shards)
-    await publish(settings, naming.command_subject("acme", shard),
+    await publish(settings, naming.command_subject("acme", shard, "hostile"),
                   raw_command("acme", "user:u1", op="forget", since=float("nan")))
     assert await canary_delay(settings, shard) < CANARY_LIMIT_S
     (letter,) = await dead_letters(settings)
@@ -147,7 +147,7 @@ async def test_a_command_the_engine_cannot_handle_is_rejected_and_dead_lettered(
     shard = naming.shard_for("acme", "user:u1", settings.shards)
     parts = [raw_command("acme", f"user:u1:{name}", value=i)
              for i, name in enumerate(("before", "boom", "after"))]  # fmt: skip
-    await publish(settings, naming.command_subject("acme", shard), encode_batch(parts),
+    await publish(settings, naming.command_subject("acme", shard, "hostile"), encode_batch(parts),
                   headers={naming.BATCH_HEADER: "3"})
     assert await canary_delay(settings, shard) < CANARY_LIMIT_S
     async with await MemoryClient.connect(settings.nats_url, tenant="acme",
@@ -178,7 +178,7 @@ async def test_a_failure_that_keeps_recurring_is_dead_lettered_after_bounded_att
 
     worker._publish_audit = publish_audit
     shard = naming.shard_for("acme", "user:u1", settings.shards)
-    await publish(settings, naming.command_subject("acme", shard),
+    await publish(settings, naming.command_subject("acme", shard, "hostile"),
                   raw_command("acme", "user:u1:poison", value=1))
     assert await canary_delay(settings, shard) < CANARY_LIMIT_S + 3.0  # the attempts' backoff
     letters = await dead_letters(settings)

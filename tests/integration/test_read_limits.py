@@ -22,13 +22,14 @@ from zeromem.telemetry import Telemetry
 from zeromem.telemetry.reading import metric_points
 
 
-async def request(settings: Settings, tenant: str, kind: str,
-                  payload: dict[str, object]) -> tuple[bool, object]:  # fmt: skip
-    """(refused, reply or ErrorReply) for a raw request."""
+async def request(settings: Settings, tenant: str, kind: str, payload: dict[str, object],
+                  agent: str = "tester") -> tuple[bool, object]:  # fmt: skip
+    """(refused, reply or ErrorReply) for a raw request, on ``agent``'s query subject
+    (sent as the operator, who may use any)."""
     nc = await connect_nats(settings, "read-limits-test")
     try:
-        msg = await nc.request(naming.query_subject(tenant, kind), msgspec.msgpack.encode(payload),
-                               timeout=5.0)  # fmt: skip
+        msg = await nc.request(naming.query_subject(tenant, agent, kind),
+                               msgspec.msgpack.encode(payload), timeout=5.0)  # fmt: skip
     finally:
         await nc.close()
     if msg.headers and naming.ERROR_HEADER in msg.headers:
@@ -106,8 +107,9 @@ async def test_unique_readers_never_grow_the_metrics_without_bound(isolated: Set
         limit = services.readers[0].recall.telemetry.max_agents
         for i in range(limit + 40):
             refused, reply = await request(isolated, "acme", "recall",
-                                           {"tenant": "acme", "reader": f"agent-{i}", "query": "x",
-                                            "scope": {"owners": ["user:u1"]}})  # fmt: skip
+                                           {"tenant": "acme", "query": "x",
+                                            "scope": {"owners": ["user:u1"]}},
+                                           agent=f"agent-{i}")  # fmt: skip
             assert not refused, reply
         await asyncio.sleep(0.1)
         points = metric_points(reader).get("zeromem.recall.requests", [])

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from zeromem import naming
 
 TENANT = "hostile"
+AGENT = "fuzz"  # the subject's agent: what the server let the publisher use
 OWNERS = [f"user:h{i}" for i in range(24)]
 _packer = msgpack.Packer(use_bin_type=True, unicode_errors="surrogatepass")
 
@@ -41,8 +42,8 @@ class Hostile:
 
     def subject(self, shards: int) -> str:
         if self.read:
-            return naming.query_subject(TENANT, self.read)
-        return naming.command_subject(TENANT, naming.shard_for(TENANT, self.owner, shards))
+            return naming.query_subject(TENANT, AGENT, self.read)
+        return naming.command_subject(TENANT, naming.shard_for(TENANT, self.owner, shards), AGENT)
 
 
 # --- building blocks -----------------------------------------------------------------------
@@ -102,7 +103,7 @@ def envelope(draw: st.DrawFn, op: str | None = None) -> tuple[dict[Any, Any], st
     op = op or draw(st.sampled_from(OPS))
     key = owner if op in ("forget", "archive") else f"{owner}:k{draw(st.integers(0, 3))}"
     fields: dict[Any, Any] = {"op": op, "id": f"x{time.time_ns()}{draw(st.integers(0, 999))}",
-                              "tenant": TENANT, "agent": "fuzz", "ts": time.time(), "key": key}
+                              "tenant": TENANT, "agent": AGENT, "ts": time.time(), "key": key}
     return fields, owner
 
 
@@ -231,7 +232,7 @@ def batch_lengths(draw: st.DrawFn) -> Hostile:
     else:
         parts = []
         for i in range(min(n, 3000)):
-            fields = {"op": "put", "id": f"b{time.time_ns()}{i}", "tenant": TENANT, "agent": "b",
+            fields = {"op": "put", "id": f"b{time.time_ns()}{i}", "tenant": TENANT, "agent": AGENT,
                       "ts": time.time(), "key": f"{owner}:b{i % 7}", "value": i}  # fmt: skip
             if kind == "mixed" and i % 3 == 1:
                 fields["value"] = {1: "int key"}

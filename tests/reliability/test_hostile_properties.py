@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import nats
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.strategies import SearchStrategy
 
@@ -31,6 +30,8 @@ from tests.reliability.cluster import Cluster, long_mode, scale
 from tests.reliability.history import dead_letters, summarize, wait_idle
 from tests.reliability.hostile_messages import CATEGORIES, Hostile
 from zeromem import naming
+from zeromem.auth.authority import Authority
+from zeromem.bus import connect_nats
 from zeromem.schemas import DeadLetter
 from zeromem.sdk import MemoryClient
 
@@ -89,7 +90,7 @@ class Probe:
 
     async def start(self) -> Probe:
         url = self.cluster.settings.nats_url
-        self.nc = await nats.connect(url)
+        self.nc = await connect_nats(self.cluster.settings, "hostile-probe")  # the operator's
         self.js = self.nc.jetstream()
         self.canary = await MemoryClient.connect(url, tenant="canary", agent="canary",
                                                  shards=self.shards, timeout=WRITE_LIMIT_S)
@@ -146,9 +147,11 @@ class Probe:
         return letters
 
 
-def test_no_hostile_message_stalls_a_shard_a_service_or_another_tenant(tmp_path: Path) -> None:
+def test_no_hostile_message_stalls_a_shard_a_service_or_another_tenant(
+    tmp_path: Path, authority: Authority
+) -> None:
     runner = LoopThread()
-    cluster = Cluster(tmp_path / "cluster")
+    cluster = Cluster(tmp_path / "cluster", authority)
     tallies = {category: Tally() for category in CATEGORIES}
     try:
         runner.run(cluster.start())
@@ -203,7 +206,7 @@ def _send_each(runner: LoopThread, probe: Probe, strategy: SearchStrategy[Hostil
 
 
 async def _stalled_shards(cluster: Cluster) -> int:
-    nc = await nats.connect(cluster.settings.nats_url)
+    nc = await connect_nats(cluster.settings, "hostile-idle")
     try:
         await wait_idle(nc, cluster.settings.shards, limit_s=30.0)
         return 0

@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable
 
 import msgspec
-import nats
 
 from tests.reliability.cluster import Cluster
 from tests.reliability.history import summarize
 from zeromem import naming
+from zeromem.bus import connect_nats
 from zeromem.schemas import encode_batch
 
 # SIGTERM to exit: the worker gives its shards a few seconds to finish what they hold,
@@ -35,12 +35,12 @@ def _put(tenant: str, i: int) -> bytes:
 
 async def _publish(cluster: Cluster, tenant: str, make: Callable[[str, int], bytes],
                    count: int) -> None:  # fmt: skip
-    nc = await nats.connect(cluster.settings.nats_url)
+    nc = await connect_nats(cluster.settings, "stop-test")  # the operator's: any subject
     try:
         js = nc.jetstream()
         for i in range(count):
             shard = naming.shard_for(tenant, f"user:u{i}", cluster.settings.shards)
-            await js.publish(naming.command_subject(tenant, shard), make(tenant, i))
+            await js.publish(naming.command_subject(tenant, shard, "a"), make(tenant, i))
     finally:
         await nc.close()
 
@@ -60,9 +60,9 @@ def _seconds_to_exit(proc: subprocess.Popen[bytes]) -> float:
 async def test_sigterm_stops_a_worker_that_holds_poisoned_batches(cluster: Cluster,
                                                                  tenant: str) -> None:  # fmt: skip
     (worker,) = await cluster.start_services(workers=1, serve=False)
-    nc = await nats.connect(cluster.settings.nats_url)
+    nc = await connect_nats(cluster.settings, "stop-test")
     try:  # 50,000 nils in one batch message: as many dead letters, once
-        await nc.jetstream().publish(naming.command_subject(tenant, 0),
+        await nc.jetstream().publish(naming.command_subject(tenant, 0, "a"),
                                      encode_batch([b"\xc0"] * 50_000),
                                      headers={naming.BATCH_HEADER: "50000"})  # fmt: skip
     finally:

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from zeromem import naming
 from zeromem.limits import Limits, refusal
 from zeromem.schemas import (
     GetRequest,
@@ -35,6 +36,23 @@ def tenant_of_query_subject(subject: str) -> str:
     return subject.split(".")[2]
 
 
+def reader_from_subject(request: T, subject: str) -> T | str:
+    """``request`` with its reader set from the query subject, or why it is refused (a
+    tenant or a reader in the payload that the subject does not name). The subject's are
+    what the server let this caller use, so the reader recorded with the read is the
+    subject's agent."""
+    try:
+        tenant, agent, _ = naming.parse_query_subject(subject)
+    except ValueError as exc:
+        return str(exc)
+    if request.tenant != tenant:  # type: ignore[attr-defined]
+        return "tenant does not match the subject"
+    reader = request.reader  # type: ignore[attr-defined]
+    if reader and reader != agent:
+        return f"reader {reader!r} does not match the subject's agent {agent!r}"
+    return request if reader else msgspec.structs.replace(request, reader=agent)  # type: ignore[type-var]
+
+
 def admit_request(subject: str, data: bytes, type_: type[T], limits: Limits) -> T:
     """``data`` as a ``type_`` request on ``subject``; raises ``Refused`` with the reason."""
     try:
@@ -43,8 +61,16 @@ def admit_request(subject: str, data: bytes, type_: type[T], limits: Limits) -> 
         raise Refused(str(exc)) from None
     except RecursionError:
         raise Refused(refusal("nesting_depth", "request nested too deeply to decode")) from None
-    if request.tenant != tenant_of_query_subject(subject):
-        raise Refused("tenant does not match the subject")
+    # The reader is bounded before it is compared: the subject's agent is what the server
+    # let through, the payload's anything.
+    if request.reader:
+        reason = agent_refusal(request.reader, limits.agent_chars, "reader")
+        if reason is not None:
+            raise Refused(reason)
+    checked = reader_from_subject(request, subject)
+    if isinstance(checked, str):
+        raise Refused(checked)
+    request = checked
     if request.reader:
         reason = agent_refusal(request.reader, limits.agent_chars, "reader")
         if reason is not None:

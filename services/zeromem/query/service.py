@@ -23,7 +23,13 @@ from zeromem.lifecycle.redact import Redactor, install_log_redaction
 from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.limits import Limits, refusal
 from zeromem.logs import BoundedLog
-from zeromem.query.admission import Refused, admit_request, stats_window, tenant_of_query_subject
+from zeromem.query.admission import (
+    Refused,
+    admit_request,
+    reader_from_subject,  # noqa: F401 - part of this module's API (tests import it here)
+    stats_window,
+    tenant_of_query_subject,
+)
 from zeromem.query.gate import TenantGate
 from zeromem.query.reads import get_items, list_keys
 from zeromem.recall.service import RecallService

@@ -2,9 +2,10 @@
 
 Everything an agent could get wrong is caught here, before any state is touched: bytes
 that are not msgpack, an unknown op, missing or mistyped fields, a key outside the grammar,
-a tenant in the payload that is not the subject's, a shard that is not the owner's, and
-every limit of ``zeromem.limits`` (sizes, counts, nesting) with the rules that go with
-them (string map keys, no extension types, finite numbers). A refusal names the limit.
+a tenant or an agent in the payload that is not the subject's (the subject's are what the
+server checked), a shard that is not the owner's, and every limit of ``zeromem.limits``
+(sizes, counts, nesting) with the rules that go with them (string map keys, no extension
+types, finite numbers). A refusal names the limit.
 """
 
 from __future__ import annotations
@@ -46,10 +47,12 @@ def _shard_of_key(tenant: str, key: str, shards: int) -> int:
 
 
 def admit(
-    subject_tenant: str, data: bytes, *, shard: int, shards: int, limits: Limits
-) -> Command | Invalid:
-    """``data`` as a command, or why not. ``subject_tenant``: the tenant named by the
-    subject it came on (``naming.tenant_of_command_subject``)."""
+    subject_tenant: str, data: bytes, *, shard: int, shards: int, limits: Limits,
+    subject_agent: str | None = None,
+) -> Command | Invalid:  # fmt: skip
+    """``data`` as a command, or why not. ``subject_tenant`` and ``subject_agent``: the
+    tenant and agent named by the subject it came on (``naming.parse_command_subject``);
+    the server lets a credential publish only on its own, so the payload must agree."""
     value_bytes = limits.value_bytes
     if len(data) > value_bytes + ENVELOPE_ALLOWANCE:
         return Invalid(refusal("value_bytes", f"message is {len(data)} bytes, limit "
@@ -63,6 +66,9 @@ def admit(
     if command.tenant != subject_tenant:
         return Invalid(f"tenant_mismatch: payload tenant {command.tenant!r} on subject of "
                        f"tenant {subject_tenant!r}")
+    if subject_agent is not None and command.agent != subject_agent:
+        return Invalid(f"agent_mismatch: payload agent {command.agent!r} on subject of "
+                       f"agent {subject_agent!r}")
     expected_shard = _shard_of_key(command.tenant, command.key, shards)
     if expected_shard != shard:
         return Invalid(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -546,7 +547,11 @@ class WorkerService:
         batch_header = naming.BATCH_HEADER
         for msg in msgs:
             seq, ts = stream_position(msg.reply)
-            subject_tenant = naming.tenant_of_command_subject(msg.subject)
+            try:
+                subject_tenant, _, subject_agent = _subject_identity(msg.subject)
+            except ValueError as exc:
+                dead.append(_Dead(msg, msg.data, f"invalid: {exc}", seq))
+                continue
             headers = msg.headers
             batched = bool(headers) and batch_header in headers
             if batched:
@@ -576,7 +581,7 @@ class WorkerService:
             for index, data in enumerate(parts):
                 try:
                     verdict = admit(subject_tenant, data, shard=shard, shards=shards,
-                                    limits=limits)  # fmt: skip
+                                    limits=limits, subject_agent=subject_agent)  # fmt: skip
                 except Exception as exc:  # never let one message stop the shard
                     verdict = Invalid(f"invalid: {describe(exc)}")
                 if type(verdict) is Invalid:
@@ -610,7 +615,7 @@ class WorkerService:
                          self._payload_limit)  # fmt: skip
             for n, data in enumerate(parts):
                 # a batch retried after a lost ack is recorded once
-                once = f"audit-{tenant}-{shard}-{last_sequence}" + (f"-{n}" if n else "")
+                once = naming.audit_dedupe_id(tenant, shard, last_sequence, n)
                 acks.append(await self.js.publish_async(
                     naming.audit_write_subject(tenant, shard), data,
                     headers={naming.MSG_ID_HEADER: once},
@@ -1158,7 +1163,8 @@ class WorkerService:
             namespace, owner_id = item.key.split(":", 2)[:2]
             by_owner.setdefault((item.command.tenant, namespace, owner_id), []).append(data)
             headers = item.msg.headers
-            if headers and (reply_to := headers.get(reply_header)):
+            if (headers and (reply_to := headers.get(reply_header))
+                    and reply_allowed(item.msg.subject, reply_to)):  # fmt: skip
                 try:
                     await publish(reply_to, data)
                 except Exception as exc:
@@ -1273,14 +1279,15 @@ class WorkerService:
             self._log.warning(("dead", shard, letter.reason.split(":", 1)[0]),
                               "dead-lettered command at %s on %s: %s", where, msg.subject,
                               letter.reason[:300])  # fmt: skip
-            once = f"dead-{seq}" if letter.index is None else f"dead-{seq}-{letter.index}"
+            tenant = _tenant_label(msg.subject)
+            once = naming.dead_letter_dedupe_id(tenant, seq, letter.index)
             raw, reason = letter.raw, letter.reason
             if len(raw) > self._payload_limit:  # kept whole it could not be stored at all
                 reason += f" (raw bytes cut to the first {self._payload_limit} of {len(raw)})"
                 raw = raw[: self._payload_limit]
             acks.append(
                 await self.js.publish_async(
-                    naming.dead_letter_subject(shard),
+                    naming.dead_letter_subject(tenant, shard),
                     encode(DeadLetter(reason=reason[:2000], subject=msg.subject, raw=raw,
                                       received_at=now, stream_seq=seq,
                                       batch_index=letter.index)),  # fmt: skip
@@ -1289,9 +1296,11 @@ class WorkerService:
                 )
             )
             headers = msg.headers
-            if letter.reply and headers and (reply_to := headers.get(naming.REPLY_HEADER)):
+            if (letter.reply and headers and (reply_to := headers.get(naming.REPLY_HEADER))
+                    and reply_allowed(msg.subject, reply_to)):  # fmt: skip
                 try:
-                    await self.nc.publish(reply_to, encode(_rejection(msg, letter.reason)))
+                    await self.nc.publish(reply_to,
+                                          encode(_rejection(msg, reply_to, letter.reason)))
                 except Exception as exc:
                     if classify(exc) is Fault.OUTAGE:
                         raise
@@ -1305,10 +1314,12 @@ class WorkerService:
             parts = _fit(entries, lambda part: _encode(AuditBatch(entries=tuple(part))),
                          self._payload_limit)  # fmt: skip
             for n, data in enumerate(parts):
-                once = f"audit-dead-{tenant}-{last.sequence}-{last.index}" + (f"-{n}" if n else "")
+                # Parts after the first: past the index range a batch message can have.
+                part = (last.index or 0) + 1 + n * (self.limits.batch_commands + 1)
                 acks.append(await self.js.publish_async(
                     naming.audit_write_subject(tenant, shard), data,
-                    headers={naming.MSG_ID_HEADER: once}))  # fmt: skip
+                    headers={naming.MSG_ID_HEADER: naming.audit_dedupe_id(
+                        tenant, shard, last.sequence, part, kind="dead")}))  # fmt: skip
         self.stats.dead_lettered += len(dead)
         counts = Counter(_tenant_label(letter.msg.subject) for letter in dead)
         for tenant, count in counts.items():
@@ -1401,8 +1412,9 @@ _TENANT_OK = re.compile(TENANT_FULL_PATTERN).match
 
 def _tenant_label(subject: str) -> str:
     """The tenant a command subject names, if it is one a tenant can have (anything may be
-    published on ``zm.cmd.*.*``): it names audit subjects and metric attributes."""
-    tenant = naming.tenant_of_command_subject(subject)
+    published on a command subject when the server does not check credentials): it names
+    dead-letter and audit subjects and metric attributes."""
+    tenant = _tenant_of(subject)
     return tenant if _TENANT_OK(tenant) else "_invalid"
 
 
@@ -1411,10 +1423,42 @@ def _header_text(text: str) -> str:
     return "".join(c if " " <= c <= "~" else "?" for c in text[:200])
 
 
-def _rejection(msg: Msg, reason: str) -> Result:
-    command_id = (msg.headers or {}).get(naming.MSG_ID_HEADER, "")
-    return Rejected(command_id=command_id, tenant=naming.tenant_of_command_subject(msg.subject),
+def _rejection(msg: Msg, reply_to: str, reason: str) -> Result:
+    command_id = reply_to.rsplit(".", 1)[-1]  # the SDK waits on {inbox}.{command id}
+    return Rejected(command_id=command_id, tenant=_tenant_label(msg.subject),
                     key="", op="", reason=reason, applied_at=time.time())  # fmt: skip
+
+
+@functools.lru_cache(maxsize=65536)
+def _subject_identity(subject: str) -> tuple[str, int, str]:
+    """(tenant, shard, agent) of a command subject: the identity the server vouched for.
+    Cached: a shard sees the same few subjects again and again."""
+    return naming.parse_command_subject(subject)
+
+
+def _tenant_of(subject: str) -> str:
+    try:
+        return _subject_identity(subject)[0]
+    except ValueError:
+        return naming.tenant_of_command_subject(subject)
+
+
+@functools.lru_cache(maxsize=65536)
+def _reply_prefix(subject: str) -> str:
+    tenant, _, agent = _subject_identity(subject)
+    return naming.agent_inbox_prefix(tenant, agent) + "."
+
+
+def reply_allowed(subject: str, reply_to: str) -> bool:
+    """Whether a command that came on ``subject`` may have its result sent to
+    ``reply_to``: only inside the inbox of the agent the subject names (which only that
+    agent can subscribe to). Anything else (another tenant's inbox, an audit or command
+    subject) is ignored, so a header cannot make the worker publish where it chooses."""
+    try:
+        return reply_to.startswith(_reply_prefix(subject)) and "*" not in reply_to \
+            and ">" not in reply_to  # fmt: skip
+    except ValueError:
+        return False
 
 
 async def run_worker(settings: Settings, index: int, count: int) -> None:
@@ -1423,7 +1467,8 @@ async def run_worker(settings: Settings, index: int, count: int) -> None:
     shards = naming.shards_of_worker(index, count, settings.shards)
     nc = await connect_nats(settings, name=f"zeromem-worker-{index}")
     redis = connect_redis(settings)
-    telemetry = configure_telemetry(TelemetryConfig("worker", settings.metrics_port))
+    telemetry = configure_telemetry(
+        TelemetryConfig("worker", settings.metrics_port, settings.metrics_host))
     worker = await WorkerService(settings, shards, nc=nc, redis=redis, telemetry=telemetry).start()
     settle_after_start()
     log.info("worker %d/%d owns shards %s", index, count, shards)
