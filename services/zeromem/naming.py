@@ -53,6 +53,36 @@ def shard_of_consumer(name: str) -> int | None:
     return int(shard) if shard.isdigit() else None
 
 
+# Imports: commands that may carry a memory's original, older times (``Put.created_at``).
+# A subject of their own, beside the command subjects and in the same stream, so that the
+# right to backdate is a permission on a subject (granted to an importer's credential
+# only), never a claim inside a message. A shard's consumer reads both kinds in stream
+# order, so an owner's imported and ordinary commands still apply in publish order.
+IMPORT_SUBJECTS = f"{_PREFIX}.imp.*.*"
+
+
+def import_subject(tenant: str, shard: int) -> str:
+    """Where ``zeromem import`` publishes: ``zm.imp.{tenant}.{shard}``."""
+    return f"{_PREFIX}.imp.{tenant}.{shard}"
+
+
+def import_shard_filter_subject(shard: int) -> str:
+    """The imports of one shard, for every tenant."""
+    return f"{_PREFIX}.imp.*.{shard}"
+
+
+def import_tenant_subject(tenant: str) -> str:
+    """Every import of one tenant (replayed by a tenant's rebuild with its commands)."""
+    return f"{_PREFIX}.imp.{tenant}.*"
+
+
+def is_import_subject(subject: str) -> bool:
+    return subject.startswith(_IMPORT_PREFIX)
+
+
+_IMPORT_PREFIX = f"{_PREFIX}.imp."
+
+
 def pull_request_subject(stream: str, consumer: str) -> str:
     """JetStream's API subject for a pull request (a fetch) on a durable consumer."""
     return f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"

@@ -28,6 +28,9 @@ class Settings:
     reaper_interval_s: float = 1.0
     stream_max_age_s: float = 0.0  # 0 keeps the command log forever (rebuild needs it)
     metrics_port: int = 0  # Prometheus scrape endpoint of this process; 0: none
+    # How far a put's own created_at / updated_at may differ from the time its command was
+    # stored; older times only through the import subject (``zeromem import``).
+    max_clock_skew_s: float = 300.0
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:

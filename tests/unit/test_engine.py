@@ -134,9 +134,11 @@ def test_index_ops_follow_tag_type_and_term_changes(engine: Engine) -> None:
 
 
 def test_a_rewrite_with_the_same_content_only_moves_the_time_index(engine: Engine) -> None:
+    # Same content, and a value whose indexed text (its strings) is the same: a counter.
     state = KeyState()
-    engine.decide(put(content="alpha beta", tags=("x",)), "user:u1:lang", state, 1.0)
-    again = engine.decide(put(id="c2", value="other", content="alpha beta", tags=("x",)),
+    engine.decide(put(value={"n": 1}, content="alpha beta", tags=("x",)), "user:u1:lang",
+                  state, 1.0)  # fmt: skip
+    again = engine.decide(put(id="c2", value={"n": 2}, content="alpha beta", tags=("x",)),
                           "user:u1:lang", state, 2.0)  # fmt: skip
     assert again.ops == [("za", "zm:acme:o:{user:u1}:t", 2.0, "user:u1:lang")]
 

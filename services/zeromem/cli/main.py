@@ -220,6 +220,49 @@ def cmd_list(args: argparse.Namespace) -> int:
     return _client_call(args, body)
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    from zeromem.sdk.importer import ImportLineError, import_file
+
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"error: no such file: {path}", file=sys.stderr)
+        return 2
+    state_dir = _settings(args).data_dir / "imports"
+
+    async def body(client: Any) -> int:
+        with Progress("[progress.description]{task.description}", BarColumn(),
+                      DownloadColumn(), TimeRemainingColumn(), transient=args.json,
+                      disable=args.json) as progress:  # fmt: skip
+            task = progress.add_task(f"importing {path.name}", total=path.stat().st_size)
+            try:
+                report = await import_file(
+                    client, path, state_dir=state_dir, wait_applied=not args.no_wait,
+                    restart=args.restart,
+                    on_progress=lambda done, total: progress.update(task, completed=done),
+                )  # fmt: skip
+            except ImportLineError as exc:
+                print(f"error: {exc} (the lines before it are imported; fix it and run "
+                      "again to resume)", file=sys.stderr)  # fmt: skip
+                return 2
+        if args.json:
+            print(json.dumps({"lines": report.lines, "sent": report.sent,
+                              "resumed_at": report.resumed_at, "rejected": report.rejected}))  # fmt: skip
+        else:
+            resumed = f", resumed after line {report.resumed_at}" if report.resumed_at else ""
+            waited = "" if args.no_wait else ", applied by the workers"
+            print(f"imported {path.name}: {report.lines} lines, {report.sent} sent{resumed}"
+                  f"{waited}")  # fmt: skip
+            for reason in report.rejected:
+                print(f"  rejected: {reason}", file=sys.stderr)
+        return 1 if report.rejected else 0
+
+    return _client_call(args, body)
+
+
 def cmd_recall(args: argparse.Namespace) -> int:
     async def body(client: Any) -> int:
         since = time.time() - args.since_days * 86400 if args.since_days else None
@@ -335,6 +378,20 @@ def build_parser() -> argparse.ArgumentParser:
     put.add_argument("--wait", default="applied", choices=["none", "stored", "applied"],
                      help="how long to wait (default applied: print the new version)")
     put.set_defaults(func=cmd_put)
+
+    import_ = client_parser("import", "bulk-load memories from a JSON Lines file, with their times",
+                            "Put one memory per line of FILE (JSON: key, value, content, type, "
+                            "tags, references, created_at, updated_at...) with its original "
+                            "times, at full write speed. Idempotent: running it again sends "
+                            "nothing twice; an interrupted run resumes where it stopped. "
+                            "Needs the right to publish on the tenant's import subjects.")  # fmt: skip
+    import_.add_argument("file")
+    import_.add_argument("--no-wait", action="store_true",
+                         help="return once JetStream stored every line, before the workers "
+                              "applied them")  # fmt: skip
+    import_.add_argument("--restart", action="store_true",
+                         help="ignore an earlier run's progress and send every line again")
+    import_.set_defaults(func=cmd_import)
 
     get = client_parser("get", "read one memory", "Print the memory at KEY (exit 4 if none).")
     get.add_argument("key")

@@ -27,7 +27,8 @@ from zeromem.recall.ranking import (
     score_candidates,
 )
 from zeromem.recall.retrieve import Filters, fetch_items, gather
-from zeromem.recall.text import terms
+from zeromem.recall.dates import date_range
+from zeromem.recall.text import field_terms, terms
 from zeromem.recall.tokens import token_counter
 from zeromem.recall.usage import UsageLedger
 from zeromem.schemas import (
@@ -139,11 +140,14 @@ class RecallService:
                               filters.prefix)  # fmt: skip
         query_terms = list(dict.fromkeys(terms(request.query)))
         config = strategy.config(self.config)
+        if query_terms and config.speaker_weight > 0.0:
+            query_terms += field_terms(query_terms)  # any query word may name a speaker
+        dates = date_range(request.query) if config.date_weight != 1.0 else None
 
         gathered = await gather(
             self.redis, request.tenant, owners, query_terms, filters,
             k=request.k, encoding=request.encoding, config=config, now=now,
-            explain=request.explain,
+            explain=request.explain, date_range=dates,
         )  # fmt: skip
         if request.include_archived:
             # The archive tier is in no index: its records are read and analysed here.
@@ -158,7 +162,8 @@ class RecallService:
                     gathered.features.append(features)
                     gathered.items[features.key] = card_of(archived[features.key])
         ranking = score_candidates(gathered.features, query_terms, gathered.stats, now,
-                                   self.config, strategy)  # fmt: skip
+                                   self.config, strategy, neighbours=gathered.neighbours,
+                                   date_range=dates)  # fmt: skip
 
         items = gathered.items
         # A query whose terms match nothing recalls nothing: recent but unrelated memories

@@ -19,6 +19,7 @@ import msgspec
 
 from zeromem import naming
 from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, encode_card
+from zeromem.recall.text import source_text
 from zeromem.schemas import (
     Applied,
     Archive,
@@ -111,11 +112,19 @@ class Outcome:
     followers: list[Outcome] = field(default_factory=list)
 
 
+DEFAULT_MAX_CLOCK_SKEW_S = 300.0
+
+
 class Engine:
-    def __init__(self, analyse: Analyser, derive_content: ContentDeriver, encoding: str) -> None:
+    def __init__(self, analyse: Analyser, derive_content: ContentDeriver, encoding: str,
+                 max_clock_skew_s: float = DEFAULT_MAX_CLOCK_SKEW_S) -> None:  # fmt: skip
         self.analyse = analyse
         self.derive_content = derive_content
         self.token_field = f"tk:{encoding}"
+        # How far a put's own times (``Put.created_at`` / ``updated_at``) may stray from
+        # the time the command was stored, unless it came on the import subject (older
+        # times allowed there, never future ones).
+        self.max_clock_skew_s = max_clock_skew_s
 
     def warm_up(self) -> None:
         """Run the analyser once, so what it loads lazily (the tokenizer's vocabulary takes
@@ -137,8 +146,10 @@ class Engine:
         parsed = MemoryKey.parse(key)
         return key if parsed.name else f"{key}:{command.id}"
 
-    def decide(self, command: Command, key: str, state: KeyState, now: float) -> Outcome:
-        """Decide ``command`` against ``state`` and advance ``state`` to what follows."""
+    def decide(self, command: Command, key: str, state: KeyState, now: float,
+               importing: bool = False) -> Outcome:  # fmt: skip
+        """Decide ``command`` against ``state`` and advance ``state`` to what follows.
+        ``importing``: it came on the import subject, where a put may be backdated."""
         stored = state.item
         expired = stored is not None and stored.expires_at is not None and stored.expires_at <= now
         live = None if expired else stored  # as KeyState.live, without the call
@@ -167,6 +178,11 @@ class Engine:
         # (a rebuild replays the log without the reaper's timing).
         next_version = state.version + (2 if expired else 1)
         if isinstance(command, Put):
+            if command.created_at is not None or command.updated_at is not None:
+                refusal = self._time_refusal(command, now, importing)
+                if refusal:
+                    base.result = self._rejected(command, key, now, refusal)
+                    return base
             new = self._put_item(command, key, live, next_version, now)
         elif isinstance(command, Restore):
             return self._restore(command, key, state, live, now, base)
@@ -223,19 +239,43 @@ class Engine:
 
     # --- the individual commands ---------------------------------------------------------
 
+    def _time_refusal(self, command: Put, now: float, importing: bool) -> str:
+        """Why a put's own times are refused ("" when they are fine)."""
+        created, updated = command.created_at, command.updated_at
+        if created is not None and updated is not None and updated < created:
+            return "invalid: updated_at is before created_at"
+        skew = self.max_clock_skew_s
+        for name, at in (("created_at", created), ("updated_at", updated)):
+            if at is None:
+                continue
+            if at > now + skew:
+                return (f"clock_skew: {name} is {at - now:.0f} s after the time the command "
+                        f"was stored; at most max_clock_skew_s={skew:g}")
+            if at < now - skew and not importing:
+                return (f"clock_skew: {name} is {now - at:.0f} s before the time the command "
+                        f"was stored; at most max_clock_skew_s={skew:g} on an agent's command "
+                        "subject (older times come through the import subject: zeromem import)")
+        return ""
+
     def _put_item(
         self, command: Put, key: str, live: MemoryItem | None, version: int, now: float
     ) -> MemoryItem:
         content = command.content if command.content is not None else self.derive_content(
             command.value
         )
+        # The put's own times when it carries them (checked by _time_refusal), else now.
+        updated = command.updated_at if command.updated_at is not None else command.created_at
+        created = command.created_at
+        if created is None:
+            created = live.created_at if live is not None else (now if updated is None
+                                                                else min(now, updated))
         return MemoryItem(
             key=key,
             value=command.value,
             content=content,
             type=command.type,
-            created_at=live.created_at if live is not None else now,
-            updated_at=now,
+            created_at=created,
+            updated_at=now if updated is None else updated,
             version=version,
             tags=command.tags if len(command.tags) < 2 else tuple(dict.fromkeys(command.tags)),
             references=command.references,
@@ -246,6 +286,7 @@ class Engine:
             ttl_s=command.ttl_s,
             refresh_on_read=command.refresh_on_read and command.ttl_s is not None,
             sensitive=command.sensitive,
+            index_key=command.index_key,
         )
 
     def _patched_item(
@@ -571,6 +612,8 @@ def _same_index_shape(old: MemoryItem, new: MemoryItem) -> bool:
     """True when every index entry but the time index is the same for both versions."""
     return (
         old.content == new.content
+        and (old.value == new.value or source_text(old.value) == source_text(new.value))
+        and old.index_key == new.index_key
         and old.tags == new.tags
         and old.type == new.type
         and old.created_at == new.created_at

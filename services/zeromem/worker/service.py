@@ -113,6 +113,7 @@ class _Admitted:
     # The message's last command (a batch message carries several): only once it is
     # applied may the shard's recorded position reach the message's sequence.
     completes: bool = True
+    importing: bool = False  # it came on the import subject: a put may be backdated
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +157,7 @@ class WorkerService:
         if engine is None:
             from zeromem.worker.analysis import default_engine
 
-            engine = default_engine()
+            engine = default_engine(max_clock_skew_s=settings.max_clock_skew_s)
         self.engine = engine
         self.store = Store(
             redis, result_ttl_s=settings.result_ttl_s, tombstone_ttl_s=settings.tombstone_ttl_s
@@ -364,6 +365,7 @@ class WorkerService:
         for msg in msgs:
             seq, ts = stream_position(msg.reply)
             subject_tenant = naming.tenant_of_command_subject(msg.subject)
+            importing = naming.is_import_subject(msg.subject)
             headers = msg.headers
             batched = bool(headers) and batch_header in headers
             if batched:
@@ -385,7 +387,7 @@ class WorkerService:
                     dead.append(_Dead(msg, data, verdict.reason, seq, index if batched else None))
                     continue
                 admitted.append(_Admitted(msg, verdict, resolve_key(verdict), seq, ts,  # type: ignore[arg-type]
-                                          index == last))  # fmt: skip
+                                          index == last, importing))  # fmt: skip
 
         if dead and not self.replay:  # a replay's dead letters are on the stream already
             await self._dead_letter(shard, dead)
@@ -533,7 +535,7 @@ class WorkerService:
                 continue
             state = live_states[ident]
             try:
-                outcome = decide(item.command, item.key, state, item.timestamp)
+                outcome = decide(item.command, item.key, state, item.timestamp, item.importing)
             except Exception as exc:  # a command the rules cannot handle is refused, not retried
                 log.exception("could not decide command %s", item.command.id)
                 outcome = Outcome(
@@ -635,7 +637,8 @@ class WorkerService:
                 if state.archived:
                     blob = await self.redis.hget(keys.archive(owner_of(item.key)), item.key)
                     state.archived_item = _ITEM_DECODER.decode(blob) if blob else None
-                outcomes = [self.engine.decide(command, item.key, state, item.timestamp)]
+                outcomes = [self.engine.decide(command, item.key, state, item.timestamp,
+                                               item.importing)]
             else:
                 outcomes = await self._decide_owner(command, item.timestamp)  # type: ignore[arg-type]
             position = item.sequence if item.completes else 0
