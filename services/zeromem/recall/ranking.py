@@ -369,14 +369,19 @@ def score_candidates(
                    boost_of, relevance_mode, dropped, field_k1)
 
 
+_TURN = MemoryType.MESSAGE.value
+
+
 def _share_with_neighbours(
     feats: list[CandidateFeatures], scores: list[float], matched: list[int],
     neighbours: Mapping[str, Sequence[str]], share: float,
 ) -> list[int]:  # fmt: skip
-    """Each candidate gains ``share`` x the best score of its neighbours (as they scored
-    on their own): a turn that answers a question asked in the turn before it, or the
-    second half of an answer told over two turns. Returns the new matched list."""
-    position = {c.key: i for i, c in enumerate(feats)}
+    """Each conversation turn (a ``message`` memory) gains ``share`` x the best score of
+    its neighbouring turns (as they scored on their own): a turn that answers a question
+    asked in the turn before it, or the second half of an answer told over two turns.
+    Other memories written close together (a preference, a task state) are no
+    conversation and share nothing. Returns the new matched list."""
+    position = {c.key: i for i, c in enumerate(feats) if c.type == _TURN}
     own = scores[:]
     added = []
     for key, near in neighbours.items():

@@ -254,7 +254,7 @@ class Survey:
 async def _survey(
     redis: Redis, keys: naming.RedisKeys, owners: Sequence[str], terms: Sequence[str],
     keep_n: int, config: RankingConfig, explain: bool, encoding: str,
-    date_range: tuple[float, float] | None,
+    date_range: tuple[float, float] | None = None,
 ) -> Survey:  # fmt: skip
     expand = NEIGHBOUR_EXPAND if config.neighbour_share > 0.0 else 0
     low, high = (repr(date_range[0]), repr(date_range[1])) if date_range else ("", "")

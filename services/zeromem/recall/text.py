@@ -30,7 +30,7 @@ What a memory is indexed by (``index_terms``), as fields:
   whose content is the encoder's 200-character cut). What the content lost stays findable;
   the injected context stays the short content;
 - its speaker: the ``Name:`` that opens a transcript line (``Mara: I finally...``), as
-  field terms (``@mara``) that BM25 scores without length normalisation (a short
+  field terms (``speaker mara``) that BM25 scores without length normalisation (a short
   chit-chat turn must not beat a long one merely by being short) and that are not part of
   the text (a turn *by* Mara is not the same as a turn that *mentions* her);
 - its tags (analysed, and whole);
@@ -51,7 +51,9 @@ import Stemmer
 MAX_TERM_CHARS = 64
 INDEX_TEXT_MAX_CHARS = 2000  # of a memory's source text (see index_terms)
 CONTENT_WEIGHT = 1  # times a content term counts (2 measured worse: bench/quality/run.py)
-SPEAKER_FIELD = "@"  # a speaker field term is "@" + a term of the speaker's name
+# A speaker field term is this + a term of the speaker's name ("speaker mara"): the space
+# keeps it apart from every text term and whole tag, neither of which holds whitespace.
+SPEAKER_FIELD = "speaker "
 
 # Small on purpose: only words that carry no meaning in a memory or a question about one.
 # Negations ("no", "not") are dropped too: bag-of-words ranking cannot use them anyway.
@@ -161,7 +163,7 @@ def index_terms(
 ) -> dict[str, int]:  # fmt: skip
     """Term frequencies of one memory, by field (see the module docstring): content (each
     term ``CONTENT_WEIGHT`` times), source ``text`` when it differs from the content, the
-    speaker (``@`` field terms), tags, and the key ``name`` only with ``index_name``.
+    speaker (field terms), tags, and the key ``name`` only with ``index_name``.
 
     The name is split on ``_ - . / @ :`` and camelCase boundaries before analysis, so
     ``pref_lang`` and ``prefLang`` both give ``pref``, ``lang``. Each tag is analysed like
