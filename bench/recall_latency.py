@@ -26,7 +26,6 @@ from pathlib import Path
 
 import nats
 
-from zeromem import naming
 from zeromem.bus import connect_nats, provision
 from zeromem.embedded import EmbeddedStack
 from zeromem.sdk import MemoryClient
@@ -49,7 +48,7 @@ def query(rng: random.Random) -> str:
 
 def percentile(samples: list[float], p: float) -> float:
     ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 async def load(client: MemoryClient, owner: str, n: int, rng: random.Random) -> None:
@@ -92,7 +91,7 @@ async def main() -> None:
         env = dict(os.environ, ZEROMEM_NATS_URL=stack.nats_url, ZEROMEM_REDIS_URL=stack.redis_url)
         procs = [subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index",
                                    str(i), "--count", str(args.workers)], env=env,
-                                  stderr=subprocess.DEVNULL) for i in range(args.workers)]  # fmt: skip
+                                  stderr=subprocess.DEVNULL) for i in range(args.workers)]
         procs.append(subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "serve"], env=env,
                                       stderr=subprocess.DEVNULL))  # fmt: skip
         try:
@@ -140,7 +139,8 @@ async def main() -> None:
     print(f"scaling p50 {sizes[-1]} / {sizes[0]}: {large / small:.2f}x")
     print(json.dumps({
         "store": args.store, "raw_p50_ms": round(raw50, 3), "raw_p99_ms": round(raw99, 3),
-        "recall": {str(s): {"p50_ms": round(v[0], 3), "p99_ms": round(v[1], 3)} for s, v in results.items()},
+        "recall": {str(s): {"p50_ms": round(v[0], 3), "p99_ms": round(v[1], 3)}
+                   for s, v in results.items()},
         "scaling_p50_largest_over_smallest": round(large / small, 3),
     }))  # fmt: skip
 

@@ -51,7 +51,8 @@ def sample_value(i: int) -> dict[str, object]:
 async def raw_publish_rate(url: str, n: int, payload: bytes) -> float:
     nc = await nats.connect(url)
     js = nc.jetstream(publish_async_max_pending=4000)
-    await js.add_stream(StreamConfig(name="BENCH_RAW", subjects=["bench.raw.>"]))  # fresh each round
+    # A fresh stream each round.
+    await js.add_stream(StreamConfig(name="BENCH_RAW", subjects=["bench.raw.>"]))
     start = time.perf_counter()
     for i in range(n):
         await js.publish_async(f"bench.raw.{i % 16}", payload, headers={"Nats-Msg-Id": f"r{i}"})
@@ -79,10 +80,10 @@ async def running_workers(
     await provision(nc.jetstream(), settings)
     await nc.close()
     env = dict(os.environ, ZEROMEM_NATS_URL=settings.nats_url,
-               ZEROMEM_REDIS_URL=settings.redis_url, ZEROMEM_SHARDS=str(settings.shards))  # fmt: skip
+               ZEROMEM_REDIS_URL=settings.redis_url, ZEROMEM_SHARDS=str(settings.shards))
     workers = [
         subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index", str(i),
-                          "--count", str(count)], env=env, stderr=subprocess.DEVNULL)  # fmt: skip
+                          "--count", str(count)], env=env, stderr=subprocess.DEVNULL)
         for i in range(count)
     ]
     try:
@@ -129,7 +130,7 @@ async def zeromem_rate(settings: Settings, n: int, owners: int, batch: bool,
             done.set()
 
     async with await MemoryClient.connect(settings.nats_url, tenant=tenant, agent="bench",
-                                          shards=settings.shards, batch=batch) as client:  # fmt: skip
+                                          shards=settings.shards, batch=batch) as client:
         sub = await client.nc.subscribe(naming.change_watch_subject(tenant), cb=on_change)
         await client.nc.flush()
         start = time.perf_counter()
@@ -172,7 +173,7 @@ async def main() -> None:
                 applied, published = await zeromem_rate(settings, args.commands, args.owners,
                                                         batch=True, tenant=f"bench{r}")  # fmt: skip
                 unbatched, _ = await zeromem_rate(settings, args.commands, args.owners,
-                                                  batch=False, tenant=f"bench{r}-unbatched")  # fmt: skip
+                                                  batch=False, tenant=f"bench{r}-unbatched")
                 rounds.append({"raw": raw, "applied": applied, "published": published,
                                "unbatched": unbatched, "ratio": applied / raw})  # fmt: skip
                 print(f"round {r + 1}: raw {raw:8.0f} msg/s   applied {applied:8.0f} cmd/s   "
@@ -184,8 +185,10 @@ async def main() -> None:
     raw, applied, published, unbatched = (median(f) for f in ("raw", "applied", "published",
                                                               "unbatched"))  # fmt: skip
     ratio = median("ratio")
-    print(f"commands                      {args.commands} across {args.owners} owners, "
-          f"{args.workers} worker process(es), {args.shards} shards; median of {args.rounds} rounds")
+    print(
+        f"commands                      {args.commands} across {args.owners} owners, "
+        f"{args.workers} worker process(es), {args.shards} shards; median of {args.rounds} rounds"
+    )
     print(f"raw JetStream async publish   {raw:10.0f} msg/s   (baseline, one Python process)")
     print(f"zeromem SDK publish           {published:10.0f} cmd/s")
     print(f"zeromem applied end to end    {applied:10.0f} cmd/s   ratio to raw {ratio:.2f}")

@@ -25,7 +25,7 @@ CUT_CHARS = 200
 
 # The usual English stop list of IR toolkits (Lucene/NLTK style), a little larger than the
 # project's own.
-STOP = frozenset("""
+_STOP_WORDS = """
 a about above after again against all am an and any are as at be because been before being
 below between both but by can could did do does doing down during each few for from further
 had has have having he her here hers herself him himself his how i if in into is it its itself
@@ -33,7 +33,8 @@ just me more most my myself no nor not now of off on once only or other our ours
 over own same she should so some such than that the their theirs them themselves then there
 these they this those through to too under until up very was we were what when where which
 while who whom why will with would you your yours yourself yourselves
-""".split())
+"""
+STOP = frozenset(_STOP_WORDS.split())
 _WORD = re.compile(r"[a-z0-9]+")
 _STEM = Stemmer.Stemmer("english")
 

@@ -181,7 +181,9 @@ class _Builder:
             if beat.kind == "start":
                 plan.append((teller, self.text(story.start, teller, values), "", beat,
                              tuple(values.get(f, f) for f in story.start_facts)))
-                plan.append((1 - teller, self.text(story.echo, teller, values), "reaction", None, ()))
+                plan.append(
+                    (1 - teller, self.text(story.echo, teller, values), "reaction", None, ())
+                )
             elif beat.kind == "probe":
                 plan.append((1 - teller, self.text(story.probe, teller, values), "", beat, ()))
                 plan.append((teller, self.text(story.detail, teller, values), "",

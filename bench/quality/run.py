@@ -160,8 +160,9 @@ def retention(dataset: Dataset) -> dict[str, Any]:
             kept += fact.lower() in low
             kept_cut += fact.lower() in low_cut
     turns = len(dataset.turns)
-    return {"facts": facts, "encoder": round(kept / facts, 3), "cut_200": round(kept_cut / facts, 3),
-            "speaker_kept": round(speakers / turns, 3), "tails": artefacts}  # fmt: skip
+    return {"facts": facts, "encoder": round(kept / facts, 3),
+            "cut_200": round(kept_cut / facts, 3), "speaker_kept": round(speakers / turns, 3),
+            "tails": artefacts}  # fmt: skip
 
 
 # --- report ---------------------------------------------------------------------------
@@ -203,7 +204,7 @@ def print_table(split: str, figures: dict[str, dict[str, Any]]) -> None:
                       f"{f['r10']:>6.3f} {f['in_budget']:>9.3f} {f['tokens']:>7.0f}")  # fmt: skip
             else:
                 print(f"{'':<{len(split) + 2}}{system:<22} {kind:<10} {f['n']:>4} "
-                      f"{'empty ' + format(f['empty'], '.3f'):>23} {f['tokens']:>7.0f}")  # fmt: skip
+                      f"{'empty ' + format(f['empty'], '.3f'):>23} {f['tokens']:>7.0f}")
 
 
 def print_misses(outcomes: Sequence[Outcome], system: str, texts: dict[str, str]) -> None:

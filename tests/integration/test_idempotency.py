@@ -13,7 +13,9 @@ from zeromem.sdk import MemoryClient
 from zeromem.worker.service import WorkerService
 
 
-async def test_same_command_id_published_twice_is_applied_once(client: MemoryClient, running) -> None:
+async def test_same_command_id_published_twice_is_applied_once(
+    client: MemoryClient, running
+) -> None:
     command = Put(id="dup-cmd-1", tenant=client.tenant, agent="a", ts=time.time(),
                   key="user:u1:counter", value=1)  # fmt: skip
     first = await client.send(command, wait="applied")
@@ -23,11 +25,11 @@ async def test_same_command_id_published_twice_is_applied_once(client: MemoryCli
     # Past the dedupe window (simulated with a different message id), the worker's record
     # of the command id answers with the original result and applies nothing.
     subject = naming.command_subject(client.tenant,
-                                     naming.shard_for(client.tenant, "user:u1", running.shards))  # fmt: skip
+                                     naming.shard_for(client.tenant, "user:u1", running.shards))
     inbox = client.nc.new_inbox()
     sub = await client.nc.subscribe(inbox)
     await client.js.publish(subject, encode(command),
-                            headers={naming.MSG_ID_HEADER: "other-id", naming.REPLY_HEADER: inbox})  # fmt: skip
+                            headers={naming.MSG_ID_HEADER: "other-id", naming.REPLY_HEADER: inbox})
     msg = await sub.next_msg(timeout=5)
     result = decode_result(msg.data)
     assert result.command_id == "dup-cmd-1" and result.version == 1
@@ -103,7 +105,9 @@ async def test_duplicates_inside_one_batch_message_apply_once(
         sub = await client.nc.subscribe(inbox)
         headers = {naming.BATCH_HEADER: str(len(commands)), naming.MSG_ID_HEADER: msg_id,
                    naming.REPLY_HEADER: inbox}  # fmt: skip
-        await client.js.publish(subject, encode_batch([encode(c) for c in commands]), headers=headers)
+        await client.js.publish(
+            subject, encode_batch([encode(c) for c in commands]), headers=headers
+        )
         replies = [decode_result((await sub.next_msg(timeout=10)).data) for _ in commands]
         await sub.unsubscribe()
         return replies  # the worker answers in the batch's order

@@ -53,7 +53,7 @@ def _write(path: Path, rows: list[dict[str, object]]) -> None:
 
 async def test_zeromem_import_is_idempotent_and_resumes(client: MemoryClient, running: Settings,
                                                          tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import zeromem.sdk.importer as importer
 
     monkeypatch.setattr(importer, "CHECKPOINT_LINES", 10)

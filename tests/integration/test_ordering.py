@@ -55,7 +55,9 @@ async def test_concurrent_publishers_keep_each_publishers_order(running, tenant:
         if len(seen) == 8 * per_agent:
             done.set()
 
-    sub = await clients[0].nc.subscribe(naming.change_watch_subject(tenant, "task", "t1"), cb=on_change)
+    sub = await clients[0].nc.subscribe(
+        naming.change_watch_subject(tenant, "task", "t1"), cb=on_change
+    )
 
     async def agent(c: MemoryClient) -> None:
         for n in range(per_agent):
@@ -77,7 +79,9 @@ async def test_concurrent_publishers_keep_each_publishers_order(running, tenant:
     assert time.monotonic() - start < 60
 
 
-async def test_batched_fire_and_forget_and_waiting_writes_keep_their_order(running, tenant: str) -> None:
+async def test_batched_fire_and_forget_and_waiting_writes_keep_their_order(
+    running, tenant: str
+) -> None:
     """Back-to-back fire-and-forget writes share batch messages; a write that waits, in
     between, goes after the ones issued before it and before the ones after it."""
     async with await MemoryClient.connect(running.nats_url, tenant=tenant,

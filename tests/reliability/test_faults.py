@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import nats
-import pytest
 
 from tests.reliability.cluster import Cluster, CutProxy, scale
 from tests.reliability.history import Report, Workload, check, run_workload, summarize, wait_idle

@@ -151,7 +151,7 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
             else:
                 headers = None
             acks.append((family, await js.publish_async(naming.command_subject(tenant, shard),
-                                                        payload, headers=headers), None))  # fmt: skip
+                                                        payload, headers=headers), None))
             if i % valid_every == 0:
                 key = f"{owner}:valid{i}"
                 valid_keys.append(key)

@@ -191,4 +191,9 @@ def test_index_terms_length_matches_counts(content: str, tags: list[str]) -> Non
 
 
 def test_contractions_meet_the_stop_words() -> None:
-    assert terms("I'm booking dinner; what's the plan? We’ve decided.") == ["book", "dinner", "plan", "decid"]
+    assert terms("I'm booking dinner; what's the plan? We’ve decided.") == [
+        "book",
+        "dinner",
+        "plan",
+        "decid",
+    ]

@@ -101,6 +101,6 @@ __all__ = [
     "decode_results",
     "encode",
     "encode_batch",
-    "split_batch",
     "owner_of",
+    "split_batch",
 ]

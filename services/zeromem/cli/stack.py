@@ -59,7 +59,9 @@ def run_up(
             ZEROMEM_SHARDS=str(settings.shards),
         )
         # With --metrics-port P: the read services scrape at P, P+1, ..., then the workers.
-        ports = iter(range(metrics_port, metrics_port + readers + workers)) if metrics_port else None
+        ports = (
+            iter(range(metrics_port, metrics_port + readers + workers)) if metrics_port else None
+        )
         endpoints = []
 
         def child_env() -> dict[str, str]:

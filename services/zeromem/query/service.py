@@ -40,7 +40,9 @@ T = TypeVar("T")
 
 
 def error_response(code: str, message: str) -> NatsResponse:
-    return NatsResponse(encode(ErrorReply(error=message, code=code)), headers={naming.ERROR_HEADER: code})
+    return NatsResponse(
+        encode(ErrorReply(error=message, code=code)), headers={naming.ERROR_HEADER: code}
+    )
 
 
 def _admit(msg: NatsMessage, type_: type[T]) -> T | NatsResponse:

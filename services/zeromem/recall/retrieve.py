@@ -147,7 +147,7 @@ async def gather(
 
     stats, df, n_docs = _corpus(owners, query_terms, owner_stats, df_by_owner_term)
     filtered_total = sum(sizes) if sizes else 0
-    enumerate_filtered = filters.any and 0 < len(sizes) and filtered_total <= ENUMERATE_LIMIT
+    enumerate_filtered = filters.any and len(sizes) > 0 and filtered_total <= ENUMERATE_LIMIT
     if filters.any and sizes and filtered_total == 0:
         return Gathered([], {}, stats, 0, False, 0)
 
@@ -177,7 +177,11 @@ def _corpus(
     n_docs = sum(s.get("n", 0) for s in owner_stats)
     total_len = sum(s.get("len", 0) for s in owner_stats)
     df = {t: sum(df_by_owner_term[(o, t)] for o in owners) for t in query_terms}
-    return CorpusStats(n_docs=n_docs, avg_len=total_len / n_docs if n_docs else 0.0, df=df), df, n_docs
+    return (
+        CorpusStats(n_docs=n_docs, avg_len=total_len / n_docs if n_docs else 0.0, df=df),
+        df,
+        n_docs,
+    )
 
 
 async def _finish(

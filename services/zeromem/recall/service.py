@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from redis.asyncio import Redis
 
 from zeromem.recall.card import Card, card_of
+from zeromem.recall.dates import date_range
 from zeromem.recall.packing import PackItem, pack
 from zeromem.recall.ranking import (
     ByTag,
@@ -27,7 +28,6 @@ from zeromem.recall.ranking import (
     score_candidates,
 )
 from zeromem.recall.retrieve import Filters, fetch_items, gather
-from zeromem.recall.dates import date_range
 from zeromem.recall.text import field_terms, terms
 from zeromem.recall.tokens import token_counter
 from zeromem.recall.usage import UsageLedger
@@ -118,7 +118,7 @@ class RecallService:
                           request.history_tokens)  # fmt: skip
         if request.history_tokens:
             self.telemetry.history_tokens.add(request.history_tokens,
-                                              attributes(request.tenant, request.reader))  # fmt: skip
+                                              attributes(request.tenant, request.reader))
         if self.on_read is not None:
             self.on_read(request, reply)
 
@@ -221,17 +221,17 @@ class RecallService:
         out = [
             Candidate(key=c.key, score=round(c.score, 6), relevance=round(c.relevance, 6),
                       decay=round(c.decay, 6), feedback=round(c.feedback, 6),
-                      tokens=c.features.tokens, decision=result.decision(c))  # fmt: skip
+                      tokens=c.features.tokens, decision=result.decision(c))
             for c in ranking[:EXPLAIN_LIMIT]
         ]
         out += [
             Candidate(key=f.key, score=0.0, relevance=0.0, decay=0.0, feedback=0.0,
-                      tokens=f.tokens, decision="cut: filtered by strategy")  # fmt: skip
+                      tokens=f.tokens, decision="cut: filtered by strategy")
             for f in ranking.dropped[: max(0, EXPLAIN_LIMIT - len(out))]
         ]
         out += [
             Candidate(key=key, score=round(estimate, 6), relevance=0.0, decay=0.0, feedback=0.0,
-                      tokens=0, decision="cut: below the exact-scoring cut (stage one)")  # fmt: skip
+                      tokens=0, decision="cut: below the exact-scoring cut (stage one)")
             for key, estimate in gathered.stage_one_cut[: max(0, EXPLAIN_LIMIT - len(out))]
         ]
         return tuple(out)

@@ -484,7 +484,9 @@ class MemoryClient:
                               cursor=cursor, limit=limit, with_items=with_items)  # fmt: skip
         return await self._request("list", request, ListReply)
 
-    async def iter_list(self, prefix: str = "", *, page_size: int = 100) -> AsyncIterator[MemoryItem]:
+    async def iter_list(
+        self, prefix: str = "", *, page_size: int = 100
+    ) -> AsyncIterator[MemoryItem]:
         cursor = ""
         while True:
             page = await self.list(prefix, cursor=cursor, limit=page_size)
@@ -529,7 +531,7 @@ class MemoryClient:
     async def stats(self, since: float = 0.0, until: float = 0.0) -> StatsReply:
         """This tenant's recall token usage per agent and minute (for ``zeromem stats``)."""
         return await self._request("stats", StatsRequest(tenant=self.tenant, reader=self.agent,
-                                                         since=since, until=until), StatsReply)  # fmt: skip
+                                                         since=since, until=until), StatsReply)
 
     async def search(
         self, keyword: str, *, owners: Iterable[str] = (), prefix: str = "", limit: int = 10

@@ -461,12 +461,12 @@ class Engine:
         summary = Outcome(command, owner, None, guarded=False)  # type: ignore[arg-type]
         if owner.count(":") != 1:
             summary.result = self._rejected(command, owner, now, "invalid: the key of a "
-                                            f"{op} names an owner (namespace:owner_id)")  # fmt: skip
+                                            f"{op} names an owner (namespace:owner_id)")
             return [summary]
         prefix = command.prefix
         if prefix and not (prefix + ":").startswith(owner + ":"):
             summary.result = self._rejected(command, owner, now,
-                                            f"invalid: prefix {prefix!r} is outside {owner!r}")  # fmt: skip
+                                            f"invalid: prefix {prefix!r} is outside {owner!r}")
             return [summary]
         tenant = command.tenant
         keys = redis_keys(tenant)
@@ -496,7 +496,11 @@ class Engine:
             for key in sorted(states):
                 state = states[key]
                 live = state.live(now)
-                if live is None or not key.startswith(prefix) or live.updated_at >= command.older_than:
+                if (
+                    live is None
+                    or not key.startswith(prefix)
+                    or live.updated_at >= command.older_than
+                ):
                     continue
                 part = Outcome(command, key, None, base_version=state.version,  # type: ignore[arg-type]
                                base_command=state.last_command, record=False,
@@ -526,7 +530,9 @@ class Engine:
     # removes the entries the old version had and the new one lacks, and adds the rest.
     # Owner statistics (counts and token sums, overall and per type) move by deltas.
 
-    def _entries(self, tenant: str, key: str, item: MemoryItem, doc: Analysis) -> dict[tuple[str, str], Any]:
+    def _entries(
+        self, tenant: str, key: str, item: MemoryItem, doc: Analysis
+    ) -> dict[tuple[str, str], Any]:
         """(redis key, kind) -> score for a sorted set, or None for a set."""
         keys = naming.RedisKeys(tenant)
         owner = _owner(key)

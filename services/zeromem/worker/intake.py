@@ -37,7 +37,9 @@ def admit(
     """``data`` as a command, or why not. ``subject_tenant``: the tenant named by the
     subject it came on (``naming.tenant_of_command_subject``)."""
     if len(data) > max_value_bytes + ENVELOPE_ALLOWANCE:
-        return Invalid(f"too_large: message is {len(data)} bytes, limit {max_value_bytes} for the value")
+        return Invalid(
+            f"too_large: message is {len(data)} bytes, limit {max_value_bytes} for the value"
+        )
     try:
         command = decode_command(data)
     except DecodeError as exc:
@@ -46,7 +48,8 @@ def admit(
         return Invalid("invalid: value nested too deeply")
     if command.tenant != subject_tenant:
         return Invalid(
-            f"tenant_mismatch: payload tenant {command.tenant!r} on subject of tenant {subject_tenant!r}"
+            f"tenant_mismatch: payload tenant {command.tenant!r} "
+            f"on subject of tenant {subject_tenant!r}"
         )
     expected_shard = _shard_of_key(command.tenant, command.key, shards)
     if expected_shard != shard:

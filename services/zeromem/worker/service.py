@@ -645,7 +645,7 @@ class WorkerService:
             sequences = [0] * (len(outcomes) - 1) + [position]
             replies = await self.store.commit(outcomes, shard=shard, sequences=sequences,
                                               lease_token=self.token, atomic=True,
-                                              applied_through=self._applied_through.get(shard, 0))  # fmt: skip
+                                              applied_through=self._applied_through.get(shard, 0))
             last = replies[-1]
             if last.status == BEHIND:
                 raise RedisBehindError(shard)
@@ -888,7 +888,7 @@ class WorkerService:
                     naming.dead_letter_subject(shard),
                     encode(DeadLetter(reason=reason, subject=msg.subject, raw=raw,
                                       received_at=now, stream_seq=seq,
-                                      batch_index=letter.index)),  # fmt: skip
+                                      batch_index=letter.index)),
                     headers={naming.DEAD_REASON_HEADER: letter.reason[:200].replace("\n", " "),
                              naming.MSG_ID_HEADER: once},  # once, even when retried
                 )
@@ -900,7 +900,7 @@ class WorkerService:
         for letter in dead:
             tenant = naming.tenant_of_command_subject(letter.msg.subject)
             by_tenant.setdefault(tenant, []).append(dead_letter_entry(
-                tenant, letter.msg.subject, letter.reason, letter.sequence, self.redactor))  # fmt: skip
+                tenant, letter.msg.subject, letter.reason, letter.sequence, self.redactor))
         last = dead[-1]
         for tenant, entries in by_tenant.items():
             acks.append(await self.js.publish_async(
@@ -913,7 +913,7 @@ class WorkerService:
         self.stats.dead_lettered += len(dead)
         for letter in dead:
             self.telemetry.commands.add(1, {"zeromem.tenant": naming.tenant_of_command_subject(
-                letter.msg.subject), "zeromem.op": "", "zeromem.outcome": "dead_letter"})  # fmt: skip
+                letter.msg.subject), "zeromem.op": "", "zeromem.outcome": "dead_letter"})
 
 
 _NO_STATE = KeyState()  # a placeholder while the batch's keys are collected

@@ -36,13 +36,13 @@ _READ_LUA = """
 local n = tonumber(ARGV[1])
 local out = {}
 for i = 2, n + 1 do
-  out[#out + 1] = redis.call('HMGET', ARGV[i], %s)
+  out[#out + 1] = redis.call('HMGET', ARGV[i], $FIELDS)
 end
 for i = n + 2, #ARGV do
   out[#out + 1] = redis.call('GET', ARGV[i])
 end
 return out
-""" % ", ".join(f"'{f}'" for f in ITEM_FIELDS)
+""".replace("$FIELDS", ", ".join(f"'{f}'" for f in ITEM_FIELDS))
 
 OK, DUPLICATE, STALE, FENCED = "ok", "dup", "stale", "fenced"
 BEHIND = "behind"  # Redis no longer holds applies the worker confirmed (see commit.lua)
