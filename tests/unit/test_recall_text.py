@@ -11,6 +11,7 @@ from zeromem.recall.text import (
     MAX_TERM_CHARS,
     doc_length,
     index_terms,
+    same_source_text,
     source_text,
     speaker_of,
     stem,
@@ -155,6 +156,41 @@ def test_source_text_takes_strings_of_a_structured_value_and_is_capped() -> None
     assert source_text(value) == "moved A1"
     assert source_text("x" * (INDEX_TEXT_MAX_CHARS + 50)) == "x" * INDEX_TEXT_MAX_CHARS
     assert source_text(42) == ""
+
+
+# JSON-like values, as a command's value decodes: few distinct strings, so that equal texts
+# in different shapes ("a b" against ["a", "b"]) come up.
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.sampled_from(["", "a", "b", "a b", "x" * (INDEX_TEXT_MAX_CHARS - 1)]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner,
+                                                                  max_size=4),
+    max_leaves=12,
+)
+
+
+def _renumbered(value: object) -> object:
+    """``value`` with every number changed and every string kept: the same source text."""
+    if isinstance(value, dict):
+        return {k: _renumbered(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renumbered(v) for v in value]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value + 1
+    return value
+
+
+@given(_JSON, _JSON)
+def test_same_source_text_agrees_with_comparing_the_texts(a: object, b: object) -> None:
+    assert same_source_text(a, b) == (source_text(a) == source_text(b))
+    assert same_source_text(a, _renumbered(a))
+
+
+def test_same_source_text_on_the_shapes_a_worker_sees() -> None:
+    assert same_source_text({"turn": 1, "note": "moved"}, {"turn": 2, "note": "moved"})
+    assert not same_source_text({"turn": 1, "note": "moved"}, {"turn": 1, "note": "kept"})
+    assert same_source_text({"a": "x y"}, ["x", "y"])  # different shapes, the same text
+    assert not same_source_text({"a": 1}, {"a": "1"})
 
 
 def test_speaker_of_a_transcript_line() -> None:

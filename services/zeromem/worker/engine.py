@@ -19,7 +19,7 @@ import msgspec
 
 from zeromem import naming
 from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, encode_card
-from zeromem.recall.text import source_text
+from zeromem.recall.text import same_source_text
 from zeromem.schemas import (
     Applied,
     Archive,
@@ -618,7 +618,7 @@ def _same_index_shape(old: MemoryItem, new: MemoryItem) -> bool:
     """True when every index entry but the time index is the same for both versions."""
     return (
         old.content == new.content
-        and (old.value == new.value or source_text(old.value) == source_text(new.value))
+        and (old.value == new.value or same_source_text(old.value, new.value))
         and old.index_key == new.index_key
         and old.tags == new.tags
         and old.type == new.type
