@@ -37,7 +37,7 @@ from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, Card, card_of, d
 from zeromem.recall.ranking import CandidateFeatures, CorpusStats, RankingConfig, idf
 from zeromem.recall.text import is_field_term
 from zeromem.recall.tokens import count_tokens
-from zeromem.schemas import MemoryItem, RecallScope, owner_of
+from zeromem.schemas import MemoryItem, MemoryType, RecallScope, owner_of
 from zeromem.worker.engine import POSTING_TF_SCALE, posting_tf
 
 POSTINGS_LIMIT = 200  # postings read per (owner, term) at most
@@ -271,6 +271,7 @@ async def _survey(
     args += [keys.by_term(owner, term) for owner in owners for term in terms]
     args += [repr(_term_factor(term, config)) for term in terms]
     args += list(owners)
+    args += [keys.by_type(owner, MemoryType.MESSAGE.value) for owner in owners]
     stats_raw, dfs, rows, tf_flat, cut_flat, chosen, near = await _SURVEY(redis, args)
     owner_stats = [
         {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)} for flat in stats_raw
@@ -433,12 +434,16 @@ end
 # (how many of the best stage-one candidates get their time-neighbours read), neighbour
 # gap (seconds), date range low and high ('' for none), dated limit, then n owner-stats
 # keys, n time index keys, n*m term keys (owner-major), m term factors (a term's weight is
-# multiplied by its factor: the speaker weight for a speaker term), n owners.
+# multiplied by its factor: the speaker weight for a speaker term), n owners, n keys of the
+# owners' conversation turns (their type set of ``message`` memories).
 #
 # The memories of the query's date range (at most the dated limit per owner, from the
-# time index) join the recent ones: always scored. The neighbours of a candidate are the
-# memories just before and after it in its owner's time index, within the gap; they are
-# read for stage two too, and reported as pairs.
+# time index) join the recent ones: always scored. The neighbours of a conversation turn
+# are the turns just before and after it in its owner's time index, within the gap; they
+# are read for stage two too, and reported as pairs. Only turns are expanded (ranking
+# shares scores between turns only): reading the neighbours of every candidate of an
+# owner of facts doubled the memories stage two read (60 -> 107 per recall at 10k in
+# scope) and put recall's p50 at 10k over its 3 ms target (bench/recall_latency.py).
 #
 # Stage one estimates every posting's memory with BM25 at the average document length
 # (sum over the query terms of idf * (k1 + 1) * tf / (tf + k1)), and keeps the best
@@ -463,8 +468,9 @@ local date_low, date_high, dated = ARGV[13], ARGV[14], tonumber(ARGV[15])
 local base = 15
 local factor_at = base + 2 * n + n * m
 local owner_at = factor_at + m
+local turns_at = owner_at + n
 
-local stats, dfs, recents = {}, {}, {}
+local stats, dfs, recents, turns = {}, {}, {}, {}
 local n_docs = 0
 for o = 1, n do
   local flat = call('HGETALL', ARGV[base + o])
@@ -472,6 +478,7 @@ for o = 1, n do
   for i = 1, #flat, 2 do
     if flat[i] == 'n' then n_docs = n_docs + tonumber(flat[i + 1]) end
   end
+  turns[o] = call('SCARD', ARGV[turns_at + o])
   recents[o] = call('ZREVRANGE', ARGV[base + n + o], 0, nrecent - 1)
   if date_low ~= '' then
     local owned = recents[o]
@@ -658,9 +665,12 @@ for o = 1, n do
     end
   end
 end
--- The time-neighbours of the best candidates (by estimate), read for stage two as well.
+-- The time-neighbours of the best conversation turns (by estimate), read for stage two as
+-- well. Only turns share with turns, so an owner without any reads nothing here.
 local pairs_out = {}
-if expand > 0 and n_members > 0 then
+local any_turns = false
+for o = 1, n do any_turns = any_turns or turns[o] > 0 end
+if expand > 0 and n_members > 0 and any_turns then
   local owner_index = {}
   for o = 1, n do owner_index[ARGV[owner_at + o]] = o end
   local best_first = {}
@@ -668,10 +678,14 @@ if expand > 0 and n_members > 0 then
     if number[member] then best_first[#best_first + 1] = number[member] end
   end
   table.sort(best_first, function(a, b) return est[a] > est[b] end)
-  for j = 1, math.min(expand, #best_first) do
+  local expanded = 0
+  for j = 1, #best_first do
+    if expanded >= expand then break end
     local member = members[best_first[j]]
     local o = owner_index[string.match(member, '^[^:]*:[^:]*')]
-    if o then
+    local turn_set = o and turns[o] > 0 and ARGV[turns_at + o]
+    if turn_set and call('SISMEMBER', turn_set, member) == 1 then
+      expanded = expanded + 1
       local index = ARGV[base + n + o]
       local rank = call('ZRANK', index, member)
       if rank then
@@ -682,7 +696,8 @@ if expand > 0 and n_members > 0 then
         end
         for i = 1, #around, 2 do
           local other = around[i]
-          if other ~= member and math.abs(tonumber(around[i + 1]) - at) <= gap then
+          if other ~= member and math.abs(tonumber(around[i + 1]) - at) <= gap
+              and call('SISMEMBER', turn_set, other) == 1 then
             pairs_out[#pairs_out + 1] = member
             pairs_out[#pairs_out + 1] = other
             pairs_out[#pairs_out + 1] = other
