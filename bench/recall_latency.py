@@ -96,8 +96,11 @@ async def main() -> None:
                                       stderr=subprocess.DEVNULL))  # fmt: skip
         try:
             await asyncio.sleep(1.5)
+            # Each owner is loaded fire-and-forget and its last put waits for the backlog:
+            # for the 100k owner that took over 30 s on a busy machine (load average 6 on 2
+            # cores), so the wait may take 10 minutes.
             async with await MemoryClient.connect(stack.nats_url, tenant="bench",
-                                                  agent="bench", timeout=30) as client:  # fmt: skip
+                                                  agent="bench", timeout=600) as client:  # fmt: skip
                 started = time.perf_counter()
                 for size in sizes:
                     await load(client, f"user:s{size}", size, rng)
