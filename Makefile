@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test test-unit reliability demo bench-write bench-write-cost bench-recall bench-quality lint schemas clean
+.PHONY: help install run test test-unit reliability demo bench-write bench-write-cost bench-recall bench-auth bench-quality lint schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ bench-write-cost: $(STAMP) ## CPU per applied command in each process, next to a
 
 bench-recall: $(STAMP) ## recall p50/p99 at 1k, 10k, 100k in scope (1M stored) next to raw NATS request-reply
 	$(BIN)/python bench/recall_latency.py
+
+bench-auth: $(STAMP) ## write and recall with authentication on and off, next to raw NATS, one run
+	$(BIN)/python bench/auth_cost.py
 
 bench-quality: $(STAMP) ## recall on long generated dialogues (dev and held-out) next to plain BM25, with ablations
 	$(BIN)/python bench/quality/run.py --ablations

@@ -24,10 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import nats
+from write_throughput import stack_settings, wait_for_workers
 
+from zeromem.auth.credentials import local_authority
 from zeromem.bus import connect_nats, provision
 from zeromem.embedded import EmbeddedStack
+from zeromem.embedded.stack import settings_for_role
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 
@@ -57,8 +59,8 @@ async def load(client: MemoryClient, owner: str, n: int, rng: random.Random) -> 
                          wait="applied" if i == n - 1 else "none")  # fmt: skip
 
 
-async def raw_round_trips(url: str, n: int) -> list[float]:
-    nc = await nats.connect(url)
+async def raw_round_trips(settings: Settings, n: int) -> list[float]:
+    nc = await connect_nats(settings, "bench-raw")  # the operator's identity, on a secured stack
 
     async def echo(msg) -> None:  # type: ignore[no-untyped-def]
         await msg.respond(b"ok")
@@ -73,34 +75,58 @@ async def raw_round_trips(url: str, n: int) -> list[float]:
     return samples
 
 
+async def start_services(settings: Settings, workers: int) -> list[subprocess.Popen[bytes]]:
+    """The streams provisioned, ``workers`` worker processes and a read service, each
+    under its service identity on a secured stack; returns once recall answers."""
+    nc = await connect_nats(settings, "bench")
+    await provision(nc.jetstream(), settings)
+    await nc.close()
+    authority = local_authority(settings) if settings.auth_dir else None
+
+    def env(role: str) -> dict[str, str]:
+        as_role = settings_for_role(settings, authority, role)
+        return dict(os.environ, ZEROMEM_NATS_URL=settings.nats_url,
+                    ZEROMEM_NATS_CREDS=as_role.nats_creds, ZEROMEM_REDIS_URL=as_role.redis_url,
+                    ZEROMEM_SHARDS=str(settings.shards))  # fmt: skip
+
+    procs = [subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index",
+                               str(i), "--count", str(workers)], env=env("worker"),
+                              stderr=subprocess.DEVNULL) for i in range(workers)]  # fmt: skip
+    procs.append(subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "serve"],
+                                  env=env("reader"), stderr=subprocess.DEVNULL))  # fmt: skip
+    await wait_for_workers(settings)
+    async with await MemoryClient.connect(settings.nats_url, tenant="bench-probe", agent="probe",
+                                          timeout=1, settings=settings) as probe:  # fmt: skip
+        for _ in range(300):
+            try:
+                await probe.get("user:probe:x")
+                break
+            except Exception:
+                await asyncio.sleep(0.1)
+    return procs
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--store", type=int, default=1_000_000, help="memories in the store in all")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-auth", action="store_true", help="open servers (no credentials)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     rng = random.Random(7)
 
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
-        settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url)
-        nc = await connect_nats(settings, "bench")
-        await provision(nc.jetstream(), settings)
-        await nc.close()
-        env = dict(os.environ, ZEROMEM_NATS_URL=stack.nats_url, ZEROMEM_REDIS_URL=stack.redis_url)
-        procs = [subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index",
-                                   str(i), "--count", str(args.workers)], env=env,
-                                  stderr=subprocess.DEVNULL) for i in range(args.workers)]
-        procs.append(subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "serve"], env=env,
-                                      stderr=subprocess.DEVNULL))  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp),
+                                                             secure=not args.no_auth) as stack:
+        settings = stack_settings(stack, Settings())
+        procs = await start_services(settings, args.workers)
         try:
-            await asyncio.sleep(1.5)
             # Each owner is loaded fire-and-forget and its last put waits for the backlog:
             # for the 100k owner that took over 30 s on a busy machine (load average 6 on 2
             # cores), so the wait may take 10 minutes.
-            async with await MemoryClient.connect(stack.nats_url, tenant="bench",
-                                                  agent="bench", timeout=600) as client:  # fmt: skip
+            async with await MemoryClient.connect(stack.nats_url, tenant="bench", agent="bench",
+                                                  timeout=600, settings=settings) as client:
                 started = time.perf_counter()
                 for size in sizes:
                     await load(client, f"user:s{size}", size, rng)
@@ -112,7 +138,7 @@ async def main() -> None:
                 print(f"loaded {sum(sizes) + filler // owners * owners} memories in {load_s:.0f} s",
                       file=sys.stderr)  # fmt: skip
 
-                raw = await raw_round_trips(stack.nats_url, args.queries * 2)
+                raw = await raw_round_trips(settings, args.queries * 2)
                 results = {}
                 for size in sizes:
                     for _ in range(20):  # warm the service

@@ -28,7 +28,13 @@ from zeromem.embedded import EmbeddedStack
 from zeromem.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent))
-from write_throughput import raw_publish_rate, running_workers, sample_payload, zeromem_rate
+from write_throughput import (
+    raw_publish_rate,
+    running_workers,
+    sample_payload,
+    stack_settings,
+    zeromem_rate,
+)
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -54,9 +60,10 @@ class CpuMeter:
         self.spent["publisher"] = time.process_time() - self.start["publisher"]
 
 
-async def raw_publish_cost(url: str, n: int, payload: bytes, nats_pid: int) -> dict[str, float]:
+async def raw_publish_cost(settings: Settings, n: int, payload: bytes,
+                           nats_pid: int) -> dict[str, float]:  # fmt: skip
     with CpuMeter({"nats-server": nats_pid}) as meter:
-        await raw_publish_rate(url, n, payload)
+        await raw_publish_rate(settings, n, payload)
     return {k: v / n * 1e6 for k, v in meter.spent.items()}
 
 
@@ -97,12 +104,12 @@ async def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
         assert stack.nats and stack.nats.process and stack.redis and stack.redis.process
-        settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url, shards=args.shards)
+        settings = stack_settings(stack, Settings(shards=args.shards))
         payload = sample_payload()
         async with running_workers(settings, args.workers) as workers:
             pids = {"nats-server": stack.nats.process.pid, "redis-server": stack.redis.process.pid}
             pids |= {f"worker-{i}": w.pid for i, w in enumerate(workers)}
-            raw_nats = await raw_publish_cost(stack.nats_url, args.commands, payload,
+            raw_nats = await raw_publish_cost(settings, args.commands, payload,
                                               pids["nats-server"])  # fmt: skip
             raw_redis = await raw_redis_cost(settings, args.commands, payload, pids["redis-server"])
             cost = await zeromem_cost(settings, args.commands, args.owners, pids)

@@ -13,7 +13,8 @@
    agent using it does; the same run repeats with batching off (`batch=False`: one
    message per command) and reports that too.
 
-Both run against embedded servers started for this run. The last line is JSON.
+Both run against embedded servers started for this run, secured as `zeromem up` runs them
+(`--no-auth`: open servers; bench/auth_cost.py compares the two). The last line is JSON.
 """
 
 from __future__ import annotations
@@ -29,14 +30,16 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
-import nats
 from nats.js.api import StreamConfig
 
 from zeromem import naming
-from zeromem.bus import connect_redis, provision
+from zeromem.auth.credentials import local_authority
+from zeromem.bus import connect_nats, connect_redis, provision
 from zeromem.embedded import EmbeddedStack
+from zeromem.embedded.stack import settings_for_role
 from zeromem.schemas import Put, encode
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
@@ -48,8 +51,8 @@ def sample_value(i: int) -> dict[str, object]:
     return {"turn": i, "note": "user asked to move the meeting to Friday 10:00"}
 
 
-async def raw_publish_rate(url: str, n: int, payload: bytes) -> float:
-    nc = await nats.connect(url)
+async def raw_publish_rate(settings: Settings, n: int, payload: bytes) -> float:
+    nc = await connect_nats(settings, "bench-raw")  # the operator's identity, on a secured stack
     js = nc.jetstream(publish_async_max_pending=4000)
     # A fresh stream each round.
     await js.add_stream(StreamConfig(name="BENCH_RAW", subjects=["bench.raw.>"]))
@@ -76,11 +79,14 @@ async def running_workers(
 ) -> AsyncIterator[list[subprocess.Popen[bytes]]]:
     """The streams provisioned and ``count`` `zeromem worker` processes splitting the
     shards, every lease taken; stopped on exit."""
-    nc = await nats.connect(settings.nats_url)
+    nc = await connect_nats(settings, "bench-provision")
     await provision(nc.jetstream(), settings)
     await nc.close()
+    as_worker = settings_for_role(settings, local_authority(settings) if settings.auth_dir
+                                  else None, "worker")  # fmt: skip
     env = dict(os.environ, ZEROMEM_NATS_URL=settings.nats_url,
-               ZEROMEM_REDIS_URL=settings.redis_url, ZEROMEM_SHARDS=str(settings.shards))
+               ZEROMEM_NATS_CREDS=as_worker.nats_creds, ZEROMEM_REDIS_URL=as_worker.redis_url,
+               ZEROMEM_SHARDS=str(settings.shards))
     workers = [
         subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index", str(i),
                           "--count", str(count)], env=env, stderr=subprocess.DEVNULL)
@@ -94,6 +100,13 @@ async def running_workers(
             w.terminate()
         for w in workers:
             w.wait(10)
+
+
+def stack_settings(stack: EmbeddedStack, base: Settings) -> Settings:
+    """``base`` on ``stack``, as its operator (admin) when the stack is secured."""
+    if stack.authority is None:
+        return base.with_urls(stack.nats_url, stack.redis_url)
+    return stack.settings_for(replace(base, auth_dir=str(stack.authority.directory)), "admin")
 
 
 async def wait_for_workers(settings: Settings, timeout: float = 60.0) -> None:
@@ -129,10 +142,12 @@ async def zeromem_rate(settings: Settings, n: int, owners: int, batch: bool,
         if applied >= total:
             done.set()
 
+    observer = await connect_nats(settings, "bench-observer")  # agents may not watch core subjects
     async with await MemoryClient.connect(settings.nats_url, tenant=tenant, agent="bench",
-                                          shards=settings.shards, batch=batch) as client:
-        sub = await client.nc.subscribe(naming.change_watch_subject(tenant), cb=on_change)
-        await client.nc.flush()
+                                          shards=settings.shards, batch=batch,
+                                          settings=settings) as client:  # fmt: skip
+        sub = await observer.subscribe(naming.change_watch_subject(tenant), cb=on_change)
+        await observer.flush()
         start = time.perf_counter()
         for i in range(total):
             await client.put(f"user:o{i % owners}:turn", sample_value(i // owners),
@@ -142,6 +157,7 @@ async def zeromem_rate(settings: Settings, n: int, owners: int, batch: bool,
         await asyncio.wait_for(done.wait(), 300)
         elapsed = time.perf_counter() - start
         await sub.unsubscribe()
+    await observer.close()
     redis = connect_redis(settings)
     try:
         keys = naming.RedisKeys(tenant)
@@ -159,17 +175,19 @@ async def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3, help="baseline/zeromem pairs; medians")
+    parser.add_argument("--no-auth", action="store_true", help="open servers (no credentials)")
     args = parser.parse_args()
 
     rounds: list[dict[str, float]] = []
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
-        settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url, shards=args.shards)
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp),
+                                                             secure=not args.no_auth) as stack:
+        settings = stack_settings(stack, Settings(shards=args.shards))
         payload = sample_payload()
         async with running_workers(settings, args.workers):
             # Baseline and zeromem alternate, round after round: on a shared machine the
             # load drifts, and each ratio compares runs made seconds apart.
             for r in range(args.rounds):
-                raw = await raw_publish_rate(stack.nats_url, args.commands, payload)
+                raw = await raw_publish_rate(settings, args.commands, payload)
                 applied, published = await zeromem_rate(settings, args.commands, args.owners,
                                                         batch=True, tenant=f"bench{r}")  # fmt: skip
                 unbatched, _ = await zeromem_rate(settings, args.commands, args.owners,

@@ -70,8 +70,10 @@ async def run_demo(
         created = await planner.put(KEY, {"state": "open", "steps_done": []}, expected_version=0,
                                     type="task_state", wait="applied")  # fmt: skip
         say(f"planner: created {KEY} at version {created.version}")
-        alice = MemoryClient(planner.nc, tenant=tenant, agent="alice", shards=planner.shards)
-        bob = MemoryClient(planner.nc, tenant=tenant, agent="bob", shards=planner.shards)
+        # each agent connects with a credential of its own (here from the local stack's
+        # authority; elsewhere `zeromem auth issue TENANT alice` and ZEROMEM_CREDS)
+        alice = await MemoryClient.connect(nats_url, tenant=tenant, agent="alice", shards=shards)
+        bob = await MemoryClient.connect(nats_url, tenant=tenant, agent="bob", shards=shards)
         race = asyncio.Barrier(2)
         agents = asyncio.gather(_agent(alice, race, report, say), _agent(bob, race, report, say))
 
@@ -95,6 +97,8 @@ async def run_demo(
         await watch(feed, expected_events)
         await agents
         await feed.close()
+        await alice.close()
+        await bob.close()
         final = await planner.get(KEY)
         report.final, report.version = final.value, final.version
         report.planner_events = seen

@@ -18,7 +18,7 @@ import asyncio
 import json
 from typing import Any
 
-from zeromem.integrations.local import local_stack
+from zeromem.integrations.local import issue_credentials, local_stack
 from zeromem.integrations.shadow import message_tokens
 from zeromem.recall.tokens import count_tokens
 from zeromem.sdk import MemoryClient
@@ -93,8 +93,10 @@ def chatter(n: int) -> list[dict[str, Any]]:
 async def main(short: bool) -> None:
     async with (
         local_stack() as settings,
+        # A credential for this agent alone, as `zeromem auth issue demo planner` writes it.
         await MemoryClient.connect(
-            settings.nats_url, tenant="demo", agent="planner", shards=settings.shards
+            settings.nats_url, creds=issue_credentials(settings, "demo", "planner"),
+            shards=settings.shards,
         ) as client,
     ):
         tools = ToolDispatcher(client)

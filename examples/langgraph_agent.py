@@ -21,7 +21,7 @@ from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 
 from zeromem.integrations.langgraph_store import ZeromemStore
-from zeromem.integrations.local import local_stack
+from zeromem.integrations.local import issue_credentials, local_stack
 from zeromem.recall.tokens import count_tokens
 from zeromem.sdk import MemoryClient
 from zeromem.sdk.hooks import PreferenceRules
@@ -86,8 +86,10 @@ async def main(short: bool) -> None:
     turns = MESSAGES * (2 if short else 6)
     async with (
         local_stack() as settings,
+        # A credential for this agent alone, as `zeromem auth issue demo langgraph` writes it.
         await MemoryClient.connect(
-            settings.nats_url, tenant="demo", agent="langgraph", shards=settings.shards
+            settings.nats_url, creds=issue_credentials(settings, "demo", "langgraph"),
+            shards=settings.shards,
         ) as client,
     ):
         store = ZeromemStore(client)

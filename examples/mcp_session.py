@@ -19,7 +19,7 @@ from typing import Any
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from zeromem.integrations.local import local_stack
+from zeromem.integrations.local import issue_credentials, local_stack
 
 FACTS = [
     ("deploy_window", "Deploys happen Tuesdays 14:00-16:00 UTC; never on Fridays."),
@@ -50,6 +50,8 @@ async def main(short: bool) -> None:
                 **os.environ,
                 "ZEROMEM_NATS_URL": settings.nats_url,
                 "ZEROMEM_SHARDS": str(settings.shards),
+                # the agent's credential, as `zeromem auth issue demo mcp-demo` writes it
+                "ZEROMEM_CREDS": str(issue_credentials(settings, "demo", "mcp-demo")),
             },
         )
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:

@@ -1,6 +1,12 @@
 """Fixtures: real servers started through the project's own launcher, on free ports in
 temp dirs. Nothing here touches a service on a standard port.
 
+Authentication is on for the whole suite, as ``zeromem up`` runs it: one issuing
+authority serves the session, every embedded server trusts it, the services run under
+their service identities, and ``MemoryClient.connect`` finds the authority through
+``ZEROMEM_AUTH_DIR`` and connects each test's agent with a credential for exactly that
+tenant and agent (see ``zeromem.auth.credentials``).
+
 One NATS and one Redis serve the whole session; tests isolate themselves by tenant
 (every test gets a fresh one), the way faststream's tests use a uuid subject each.
 """
@@ -13,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from zeromem.auth.authority import Authority
 from zeromem.embedded import EmbeddedStack
 from zeromem.settings import Settings
 
@@ -21,8 +28,27 @@ TEST_SETTINGS = dict(shards=8, ack_wait_s=2.0, lease_ttl_s=3.0, reaper_interval_
 
 
 @pytest.fixture(scope="session")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
-    stack = EmbeddedStack(tmp_path_factory.mktemp("zeromem-stack")).start()
+def authority(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Authority]:
+    """The session's issuing authority; clients mint their credentials from it."""
+    found = Authority.load_or_create(tmp_path_factory.mktemp("zeromem-auth"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ZEROMEM_AUTH_DIR", str(found.directory))
+        yield found
+
+
+def admin_settings(stack: EmbeddedStack, data_dir: Path) -> Settings:
+    """Settings on ``stack`` as the operator's admin identity (what tests use to look
+    into NATS and Redis); the services derive their own roles from it."""
+    base = Settings(data_dir=data_dir, auth_dir=str(stack.authority.directory),
+                    **TEST_SETTINGS)  # type: ignore[arg-type]
+    return stack.settings_for(base, "admin")
+
+
+@pytest.fixture(scope="session")
+def servers(
+    tmp_path_factory: pytest.TempPathFactory, authority: Authority
+) -> Iterator[EmbeddedStack]:
+    stack = EmbeddedStack(tmp_path_factory.mktemp("zeromem-stack"), authority=authority).start()
     try:
         yield stack
     finally:
@@ -31,20 +57,15 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]
 
 @pytest.fixture(scope="session")
 def settings(servers: EmbeddedStack, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings(
-        nats_url=servers.nats_url,
-        redis_url=servers.redis_url,
-        data_dir=Path(tmp_path_factory.mktemp("zeromem-data")),
-        **TEST_SETTINGS,  # type: ignore[arg-type]
-    )
+    return admin_settings(servers, Path(tmp_path_factory.mktemp("zeromem-data")))
 
 
 @pytest.fixture(scope="session")
-async def running(settings: Settings) -> AsyncIterator[Settings]:
+async def running(settings: Settings, authority: Authority) -> AsyncIterator[Settings]:
     """Workers for every shard and the read services, in this process."""
     from tests.harness import ServiceSet
 
-    services = await ServiceSet.start(settings)
+    services = await ServiceSet.start(settings, authority=authority)
     try:
         yield settings
     finally:
@@ -52,12 +73,11 @@ async def running(settings: Settings) -> AsyncIterator[Settings]:
 
 
 @pytest.fixture
-def isolated(tmp_path: Path) -> Iterator[Settings]:
+def isolated(tmp_path: Path, authority: Authority) -> Iterator[Settings]:
     """Servers of its own, for a test that counts everything on them or breaks them."""
-    stack = EmbeddedStack(tmp_path / "stack").start()
+    stack = EmbeddedStack(tmp_path / "stack", authority=authority).start()
     try:
-        yield Settings(nats_url=stack.nats_url, redis_url=stack.redis_url,
-                       data_dir=tmp_path / "data", **TEST_SETTINGS)  # type: ignore[arg-type]
+        yield admin_settings(stack, tmp_path / "data")
     finally:
         stack.stop()
 

@@ -245,8 +245,10 @@ async def run(datasets: dict[str, Dataset], configs: dict[str, RankingConfig]) -
     outcomes: dict[str, list[Outcome]] = {}
     with tempfile.TemporaryDirectory(prefix="zeromem-quality-") as tmp, \
             EmbeddedStack(Path(tmp) / "stack") as stack:
-        settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url,
-                            data_dir=Path(tmp) / "data")  # fmt: skip
+        # secured, as `zeromem up` runs it; the admin credential may publish on the import
+        # subjects
+        settings = stack.settings_for(Settings(data_dir=Path(tmp) / "data", auth_dir=str(
+            stack.authority.directory)), "admin")  # fmt: skip
         _worker, readers, closers = await start_stack(settings)
         try:
             for split, dataset in datasets.items():
@@ -254,7 +256,8 @@ async def run(datasets: dict[str, Dataset], configs: dict[str, RankingConfig]) -
                 write_jsonl(dataset, path)
                 connecting = MemoryClient.connect(settings.nats_url, tenant=split,
                                                   agent="quality-bench", timeout=30.0,
-                                                  shards=settings.shards)  # fmt: skip
+                                                  shards=settings.shards,
+                                                  settings=settings)  # fmt: skip
                 async with await connecting as client:
                     started = time.perf_counter()
                     report = await import_file(client, path, state_dir=settings.data_dir)

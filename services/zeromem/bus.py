@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from typing import Any
 
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
@@ -58,6 +59,15 @@ class _Client(NatsClient):
         return out
 
 
+def nats_connect_options(settings: Settings) -> dict[str, Any]:
+    """A service's credential (``settings.nats_creds`` or ``nats_token``), its inbox
+    prefix and TLS, as ``nats.connect`` keyword arguments."""
+    from zeromem.auth.credentials import Identity, credential_from_settings, nats_options
+
+    credential = credential_from_settings(settings)
+    return nats_options(settings, credential, inbox_prefix=Identity.of(credential).inbox_prefix())
+
+
 async def connect_nats(settings: Settings, name: str) -> NatsClient:
     nc = _Client() if hasattr(NatsClient, "_parse_header_lines") else NatsClient()
     await nc.connect(
@@ -66,12 +76,28 @@ async def connect_nats(settings: Settings, name: str) -> NatsClient:
         max_reconnect_attempts=-1,  # a service outlives a broker restart
         reconnect_time_wait=0.25,
         pending_size=64 * 1024 * 1024,
+        **nats_connect_options(settings),
     )
     return nc
 
 
+def redis_options(settings: Settings) -> dict[str, Any]:
+    """User, password and TLS for ``Redis.from_url`` (when not in the URL itself)."""
+    options: dict[str, Any] = {}
+    if settings.redis_username:
+        options["username"] = settings.redis_username
+    if settings.redis_password:
+        options["password"] = settings.redis_password
+    if settings.redis_url.startswith("rediss://"):  # TLS is chosen by the URL's scheme
+        options["ssl_ca_certs"] = settings.redis_tls_ca or None
+        options["ssl_certfile"] = settings.redis_tls_cert or None
+        options["ssl_keyfile"] = settings.redis_tls_key or None
+    return options
+
+
 def connect_redis(settings: Settings) -> Redis:
-    return Redis.from_url(settings.redis_url, decode_responses=False, health_check_interval=10)
+    return Redis.from_url(settings.redis_url, decode_responses=False, health_check_interval=10,
+                          **redis_options(settings))  # fmt: skip
 
 
 def command_stream_config(settings: Settings) -> StreamConfig:

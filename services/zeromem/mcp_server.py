@@ -8,6 +8,12 @@ Transports: ``stdio`` (a client spawns this process) and ``http`` (streamable HT
 ``http://HOST:PORT/mcp``). The connection to NATS is opened on the first tool call, on the
 server's own event loop, and closed when the server stops.
 
+Over stdio the server acts as one agent, with the credential of its environment
+(``ZEROMEM_CREDS``...). Over HTTP anyone who reaches the port could call it, so every
+request must carry ``Authorization: Bearer <token>`` with a token from ``zeromem auth
+mcp-token`` (``zeromem.auth.mcp_tokens``): the token names the tenant and agent the call
+acts as, and their own NATS credential is used. No token file, no HTTP server.
+
 Run stand-alone (until the CLI wires ``zeromem mcp``)::
 
     python -m zeromem.mcp_server --transport stdio --tenant acme --agent claude
@@ -20,12 +26,14 @@ import asyncio
 import contextlib
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+from zeromem.auth.mcp_tokens import McpTokens, TokenIdentity
 from zeromem.sdk.client import MemoryClient, Wait
 from zeromem.settings import Settings
 from zeromem.tools import ToolDispatcher, tool_definitions
@@ -40,17 +48,21 @@ INSTRUCTIONS = (
 
 
 class MemoryToolServer:
-    """The MCP server and the lazily connected client its tools run on."""
+    """The MCP server and the lazily connected client its tools run on (one per agent
+    identity: over HTTP, one per bearer token's agent)."""
 
     def __init__(
-        self, settings: Settings, *, tenant: str, agent: str, wait: Wait | str = Wait.APPLIED
-    ) -> None:
+        self, settings: Settings, *, tenant: str | None, agent: str | None,
+        wait: Wait | str = Wait.APPLIED, tokens: McpTokens | None = None,
+    ) -> None:  # fmt: skip
         self.settings = settings
         self.tenant = tenant
         self.agent = agent
         self.wait = Wait(wait)
         self.tools = tool_definitions()
+        self.tokens = tokens
         self._dispatcher: ToolDispatcher | None = None
+        self._by_token: dict[TokenIdentity, ToolDispatcher] = {}
         self._lock: asyncio.Lock | None = None
         self.server: Server[Any] = Server(
             SERVER_NAME,
@@ -59,6 +71,19 @@ class MemoryToolServer:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
+
+    async def dispatcher_for(self, identity: TokenIdentity) -> ToolDispatcher:
+        """The dispatcher of a bearer token's agent, connected with its credential."""
+        self._lock = self._lock or asyncio.Lock()
+        async with self._lock:
+            if identity not in self._by_token:
+                client = await MemoryClient.connect(
+                    nats_url(self.settings), tenant=identity.tenant, agent=identity.agent,
+                    creds=identity.creds, shards=self.settings.shards, settings=self.settings,
+                )  # fmt: skip
+                self._by_token[identity] = ToolDispatcher(client, wait=self.wait,
+                                                          tools=self.tools)  # fmt: skip
+            return self._by_token[identity]
 
     async def dispatcher(self) -> ToolDispatcher:
         if self._dispatcher is None:
@@ -70,15 +95,18 @@ class MemoryToolServer:
                         tenant=self.tenant,
                         agent=self.agent,
                         shards=self.settings.shards,
+                        settings=self.settings,
                     )
                     self._dispatcher = ToolDispatcher(client, wait=self.wait, tools=self.tools)
         return self._dispatcher
 
     async def close(self) -> None:
-        if self._dispatcher is not None:
-            with contextlib.suppress(Exception):
-                await self._dispatcher.client.close()
-            self._dispatcher = None
+        for dispatcher in [self._dispatcher, *self._by_token.values()]:
+            if dispatcher is not None:
+                with contextlib.suppress(Exception):
+                    await dispatcher.client.close()
+        self._dispatcher = None
+        self._by_token = {}
 
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(
@@ -96,7 +124,13 @@ class MemoryToolServer:
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         try:
-            dispatcher = await self.dispatcher()
+            if self.tokens is not None:  # over HTTP: the request's token says who calls
+                identity = _caller(ctx, self.tokens)
+                if identity is None:
+                    raise PermissionError("no valid bearer token")
+                dispatcher = await self.dispatcher_for(identity)
+            else:
+                dispatcher = await self.dispatcher()
         except Exception as exc:  # report to the model; the session stays up
             result: dict[str, Any] = {"error": f"memory service unavailable: {exc}"}
         else:
@@ -120,13 +154,51 @@ class MemoryToolServer:
 
     async def serve_http(self, host: str, port: int) -> None:
         import uvicorn
+        from mcp.server.auth.settings import AuthSettings
 
-        app = self.server.streamable_http_app(host=host, streamable_http_path="/mcp")
+        if self.tokens is None or not len(self.tokens):
+            raise RuntimeError("the HTTP transport needs bearer tokens: "
+                               "`zeromem auth mcp-token TENANT AGENT` makes one")  # fmt: skip
+        base = f"http://{host}:{port}"
+        app = self.server.streamable_http_app(
+            host=host, streamable_http_path="/mcp", token_verifier=_Verifier(self.tokens),
+            # validate_token_resource off: these tokens are this server's own (the token
+            # file), not an authorization server's issued for several resources.
+            auth=AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp",
+                              validate_token_resource=False),
+        )  # fmt: skip
         config = uvicorn.Config(app, host=host, port=port, log_level="warning")
         try:
             await uvicorn.Server(config).serve()
         finally:
             await self.close()
+
+
+class _Verifier:
+    """The MCP SDK's bearer check, against the token file: a known token is accepted
+    with its tenant and agent as the client id."""
+
+    def __init__(self, tokens: McpTokens) -> None:
+        self.tokens = tokens
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        identity = self.tokens.lookup(token)
+        if identity is None:
+            return None
+        return AccessToken(token=token, client_id=f"{identity.tenant}/{identity.agent}",
+                           scopes=[])  # fmt: skip
+
+
+def _caller(ctx: Any, tokens: McpTokens) -> TokenIdentity | None:
+    """The identity of the token the HTTP request carried (checked again here: the tool
+    acts with that agent's credential)."""
+    request = getattr(ctx, "request", None)
+    header = request.headers.get("authorization", "") if request is not None else ""
+    if not header.lower().startswith("bearer "):
+        return None
+    return tokens.lookup(header[7:].strip())
 
 
 def nats_url(settings: Settings) -> str:
@@ -142,10 +214,19 @@ def nats_url(settings: Settings) -> str:
 
 
 def run_mcp(
-    settings: Settings, transport: str, host: str, port: int, tenant: str, agent: str
-) -> int:
+    settings: Settings, transport: str, host: str, port: int, tenant: str | None,
+    agent: str | None, tokens_file: str | None = None,
+) -> int:  # fmt: skip
     """Serve the memory tools over ``transport`` (``stdio`` or ``http``); the exit code."""
-    server = MemoryToolServer(settings, tenant=tenant, agent=agent)
+    tokens = None
+    if transport != "stdio":
+        path = Path(tokens_file) if tokens_file else settings.authority_dir / "mcp-tokens.json"
+        tokens = McpTokens(path)
+        if not len(tokens):
+            print(f"no bearer tokens in {path}: the HTTP transport serves only callers with one "
+                  "(`zeromem auth mcp-token TENANT AGENT`)", file=sys.stderr)  # fmt: skip
+            return 2
+    server = MemoryToolServer(settings, tenant=tenant, agent=agent, tokens=tokens)
     try:
         if transport == "stdio":
             asyncio.run(server.serve_stdio())
@@ -164,13 +245,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--tenant", default="default")
-    parser.add_argument("--agent", default="mcp")
+    parser.add_argument("--tenant", help="default: the credential's")
+    parser.add_argument("--agent", help="default: the credential's")
+    parser.add_argument("--tokens", help="bearer token file for http (default: the authority's)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)  # stdout is the wire
-    return run_mcp(
-        Settings.from_env(), args.transport, args.host, args.port, args.tenant, args.agent
-    )
+    return run_mcp(Settings.from_env(), args.transport, args.host, args.port, args.tenant,
+                   args.agent, args.tokens)  # fmt: skip
 
 
 if __name__ == "__main__":

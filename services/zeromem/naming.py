@@ -16,17 +16,30 @@ DEAD_LETTER_STREAM = "ZM_DEAD_LETTERS"
 _PREFIX = "zm"
 
 
-def command_subject(tenant: str, shard: int) -> str:
-    """Where agents publish commands: ``zm.cmd.{tenant}.{shard}``."""
-    return f"{_PREFIX}.cmd.{tenant}.{shard}"
+def command_subject(tenant: str, shard: int, agent: str) -> str:
+    """Where agent ``agent`` publishes its commands: ``zm.cmd.{tenant}.{shard}.{agent}``.
+    The server lets an agent publish only where tenant and agent are its own (see
+    ``zeromem.auth.permissions``), so the worker takes the agent from here, never from
+    the payload."""
+    return f"{_PREFIX}.cmd.{tenant}.{shard}.{agent}"
 
 
-COMMAND_SUBJECTS = f"{_PREFIX}.cmd.*.*"  # what the command stream captures
+COMMAND_SUBJECTS = f"{_PREFIX}.cmd.*.*.*"  # what the command stream captures
 
 
 def shard_filter_subject(shard: int) -> str:
-    """The commands of one shard, for every tenant."""
-    return f"{_PREFIX}.cmd.*.{shard}"
+    """The commands of one shard, for every tenant and agent."""
+    return f"{_PREFIX}.cmd.*.{shard}.*"
+
+
+def parse_command_subject(subject: str) -> tuple[str, int, str]:
+    """(tenant, shard, agent) of a subject made by ``command_subject`` or
+    ``import_subject``; ValueError for any other."""
+    parts = subject.split(".")
+    if (len(parts) != 5 or parts[0] != _PREFIX or parts[1] not in ("cmd", "imp")
+            or not parts[3].isdigit()):
+        raise ValueError(f"not a command subject: {subject!r}")
+    return parts[2], int(parts[3]), parts[4]
 
 
 def tenant_of_command_subject(subject: str) -> str:
@@ -58,22 +71,23 @@ def shard_of_consumer(name: str) -> int | None:
 # right to backdate is a permission on a subject (granted to an importer's credential
 # only), never a claim inside a message. A shard's consumer reads both kinds in stream
 # order, so an owner's imported and ordinary commands still apply in publish order.
-IMPORT_SUBJECTS = f"{_PREFIX}.imp.*.*"
+# The agent is the last token, as on a command subject: the worker takes it from there.
+IMPORT_SUBJECTS = f"{_PREFIX}.imp.*.*.*"
 
 
-def import_subject(tenant: str, shard: int) -> str:
-    """Where ``zeromem import`` publishes: ``zm.imp.{tenant}.{shard}``."""
-    return f"{_PREFIX}.imp.{tenant}.{shard}"
+def import_subject(tenant: str, shard: int, agent: str) -> str:
+    """Where ``zeromem import`` publishes: ``zm.imp.{tenant}.{shard}.{agent}``."""
+    return f"{_PREFIX}.imp.{tenant}.{shard}.{agent}"
 
 
 def import_shard_filter_subject(shard: int) -> str:
-    """The imports of one shard, for every tenant."""
-    return f"{_PREFIX}.imp.*.{shard}"
+    """The imports of one shard, for every tenant and agent."""
+    return f"{_PREFIX}.imp.*.{shard}.*"
 
 
 def import_tenant_subject(tenant: str) -> str:
     """Every import of one tenant (replayed by a tenant's rebuild with its commands)."""
-    return f"{_PREFIX}.imp.{tenant}.*"
+    return f"{_PREFIX}.imp.{tenant}.>"
 
 
 def is_import_subject(subject: str) -> bool:
@@ -88,11 +102,13 @@ def pull_request_subject(stream: str, consumer: str) -> str:
     return f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"
 
 
-def dead_letter_subject(shard: int) -> str:
-    return f"{_PREFIX}.dead.{shard}"
+def dead_letter_subject(tenant: str, shard: int) -> str:
+    """A refused command of ``tenant`` (per tenant: one tenant's refusals are never
+    delivered with another's). Only the workers publish here; no agent reads it."""
+    return f"{_PREFIX}.dead.{tenant}.{shard}"
 
 
-DEAD_LETTER_SUBJECTS = f"{_PREFIX}.dead.*"
+DEAD_LETTER_SUBJECTS = f"{_PREFIX}.dead.*.*"
 
 
 def change_subject(tenant: str, shard: int, namespace: str, owner_id: str) -> str:
@@ -104,6 +120,11 @@ def change_subject(tenant: str, shard: int, namespace: str, owner_id: str) -> st
 def change_watch_subject(tenant: str, namespace: str = "*", owner_id: str = "*") -> str:
     """A subscription to the changes of an owner (``task``, ``t42``) or a whole tenant."""
     return f"{_PREFIX}.chg.{tenant}.*.{namespace}.{owner_id}"
+
+
+def change_tenant_subject(tenant: str) -> str:
+    """Every change of one tenant: the widest filter an agent's feed consumer may have."""
+    return f"{_PREFIX}.chg.{tenant}.>"
 
 
 CHANGE_STREAM = "ZM_CHANGES"  # retains the change feed so a subscriber can resume
@@ -130,22 +151,36 @@ def audit_tenant_subject(tenant: str) -> str:
 
 def command_tenant_subject(tenant: str) -> str:
     """Every command of one tenant (what a tenant's rebuild replays)."""
-    return f"{_PREFIX}.cmd.{tenant}.*"
+    return f"{_PREFIX}.cmd.{tenant}.*.*"
 
 
-def query_subject(tenant: str, kind: str) -> str:
-    """Request-reply reads: ``kind`` is ``get``, ``list``, ``recall`` or ``stats``."""
-    return f"{_PREFIX}.q.{tenant}.{kind}"
+def query_subject(tenant: str, agent: str, kind: str) -> str:
+    """Request-reply reads by ``agent``: ``kind`` is ``get``, ``list``, ``recall`` or
+    ``stats``. As for commands, the server lets an agent request only its own, so the
+    read services take the reader from here."""
+    return f"{_PREFIX}.q.{tenant}.{agent}.{kind}"
 
 
 def query_subject_all(kind: str) -> str:
-    return f"{_PREFIX}.q.*.{kind}"
+    return f"{_PREFIX}.q.*.*.{kind}"
+
+
+def parse_query_subject(subject: str) -> tuple[str, str, str]:
+    """(tenant, agent, kind) of a subject made by ``query_subject``."""
+    parts = subject.split(".")
+    if len(parts) != 5 or parts[0] != _PREFIX or parts[1] != "q":
+        raise ValueError(f"not a query subject: {subject!r}")
+    return parts[2], parts[3], parts[4]
 
 
 QUERY_QUEUE_GROUP = "zm-query"
 RECALL_QUEUE_GROUP = "zm-recall"
-REPLY_HEADER = "Zm-Reply"  # where a caller that waits for the result wants it
-MSG_ID_HEADER = "Nats-Msg-Id"  # JetStream's dedupe header, set to the command id
+# Where a caller that waits for the result wants it: honoured only inside the inbox of the
+# agent named by the command's subject (``agent_inbox_prefix``), never anywhere else.
+REPLY_HEADER = "Zm-Reply"
+# JetStream's dedupe header. Its window spans the whole stream, so the value is scoped to
+# the publisher: ``command_dedupe_id``.
+MSG_ID_HEADER = "Nats-Msg-Id"
 DEAD_REASON_HEADER = "Zm-Reason"
 ERROR_HEADER = "Zm-Error"  # set by the read services on an ErrorReply, with its code
 # On a message whose payload is a batch (a msgpack array of commands, or of one owner's
@@ -156,8 +191,52 @@ BATCH_HEADER = "Zm-Batch"
 MAX_BATCH_RESULTS = 1000
 
 
-def reply_inbox_prefix(client_id: str) -> str:
-    return f"_INBOX.zm.{client_id}"
+def command_dedupe_id(tenant: str, agent: str, digest: str) -> str:
+    """The ``Nats-Msg-Id`` of a command: the publisher's tenant and agent (so ids of two
+    tenants or agents never collide) and ``digest``, the SDK's keyed hash of the command
+    id (so nobody without the agent's secret can publish an id first and have the real
+    command dropped as a duplicate)."""
+    return f"{tenant}.{agent}.{digest}"
+
+
+def audit_dedupe_id(tenant: str, shard: int, sequence: int, part: int = 0,
+                    kind: str = "w") -> str:  # fmt: skip
+    """The ``Nats-Msg-Id`` of a worker's audit record (``kind`` ``w`` for writes,
+    ``dead`` for refusals): the batch's position in the command stream. Predictable, and
+    safe so: only the workers may publish on audit subjects, so nobody else can use one
+    first (the dedupe window is per stream)."""
+    return f"audit.{kind}.{tenant}.{shard}.{sequence}" + (f".{part}" if part else "")
+
+
+def dead_letter_dedupe_id(tenant: str, sequence: int, index: int | None) -> str:
+    """The ``Nats-Msg-Id`` of a dead letter (only the workers publish dead letters)."""
+    return f"dead.{tenant}.{sequence}" + ("" if index is None else f".{index}")
+
+
+def agent_inbox_prefix(tenant: str, agent: str) -> str:
+    """Every reply to agent ``agent`` of ``tenant`` arrives under this prefix (its
+    connection's ``inbox_prefix``): the only subjects the server lets it subscribe to."""
+    return f"_INBOX.zm.{tenant}.{agent}"
+
+
+def service_inbox_prefix(role: str) -> str:
+    """The inbox prefix of a service connection (``worker``, ``reader``)."""
+    return f"_INBOX.zmsvc.{role}"
+
+
+def consumer_create_subject(stream: str, consumer: str, filter_subject: str) -> str:
+    """JetStream's API subject for creating a consumer whose filter is named in the
+    subject itself, so a permission on this subject limits what the consumer may read."""
+    return f"$JS.API.CONSUMER.CREATE.{stream}.{consumer}.{filter_subject}"
+
+
+def consumer_delete_subject(stream: str, consumer: str) -> str:
+    return f"$JS.API.CONSUMER.DELETE.{stream}.{consumer}"
+
+
+JS_API_PREFIX = "$JS.API"
+JS_ACK_PREFIX = "$JS.ACK"
+SYS_CLAIMS_UPDATE = "$SYS.REQ.CLAIMS.UPDATE"  # where a changed account JWT is pushed
 
 
 # --- Sharding --------------------------------------------------------------------------
@@ -243,6 +322,8 @@ class RedisKeys:
         return f"zm:{self.tenant}:o:{{{owner}}}:st"
 
 
+REDIS_KEY_PATTERN = "zm:*"  # every key zeromem writes (the services' ACL users are held to it)
+REDIS_USAGE_PATTERN = "zm:*:usage:*"  # recall's usage ledgers (RedisKeys.usage)
 TENANTS_KEY = "zm:tenants"  # set of tenants seen, for the reaper and the stats
 EXPIRING_TENANTS_KEY = "zm:exp-tenants"
 

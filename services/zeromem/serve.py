@@ -9,7 +9,7 @@ from faststream.nats import NatsBroker
 from nats.aio.client import Client as NatsClient
 from redis.asyncio import Redis
 
-from zeromem.bus import connect_nats, connect_redis
+from zeromem.bus import connect_nats, connect_redis, nats_connect_options
 from zeromem.heap import settle_after_start
 from zeromem.query.service import register_query_handlers, register_stats_handler
 from zeromem.recall.responder import RecallResponder
@@ -30,7 +30,8 @@ class ReadServices:
         cls, settings: Settings, redis: Redis, telemetry: Telemetry | None = None
     ) -> ReadServices:
         # logger=None: FastStream's per-message log line costs more than a read itself.
-        broker = NatsBroker(settings.nats_url, logger=None, max_reconnect_attempts=-1)
+        broker = NatsBroker(settings.nats_url, logger=None, max_reconnect_attempts=-1,
+                            **nats_connect_options(settings))  # fmt: skip
         register_query_handlers(broker, redis, shards=settings.shards)
         recall = register_stats_handler(broker, redis, telemetry)
         await broker.start()
@@ -47,7 +48,8 @@ class ReadServices:
 
 async def run_read_services(settings: Settings) -> None:
     redis = connect_redis(settings)
-    telemetry = configure_telemetry(TelemetryConfig("serve", settings.metrics_port))
+    telemetry = configure_telemetry(
+        TelemetryConfig("serve", settings.metrics_port, settings.metrics_host))
     services = await ReadServices.start(settings, redis, telemetry)
     settle_after_start()
     try:

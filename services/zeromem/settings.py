@@ -10,6 +10,13 @@ from typing import Any
 from zeromem.naming import DEFAULT_SHARDS
 
 ENV_PREFIX = "ZEROMEM_"
+# Conventional variables read when the ZEROMEM_ one is unset, in this order.
+_CONVENTIONAL = {
+    "nats_url": ("NATS_URL",),
+    "redis_url": ("REDIS_URL",),
+    "nats_creds": ("NATS_CREDS", "ZEROMEM_CREDS"),
+    "nats_token": ("ZEROMEM_TOKEN",),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +35,20 @@ class Settings:
     reaper_interval_s: float = 1.0
     stream_max_age_s: float = 0.0  # 0 keeps the command log forever (rebuild needs it)
     metrics_port: int = 0  # Prometheus scrape endpoint of this process; 0: none
+    metrics_host: str = "127.0.0.1"  # its address: 0.0.0.0 for a scraper in the cluster
+    # --- security (docs/security.md) ---
+    nats_creds: str = ""  # creds file this process connects with
+    nats_token: str = ""  # or a bearer token (a JWT issued with `zeromem auth issue --token`)
+    auth_dir: str = ""  # the local issuing authority; empty: {data_dir}/auth
+    nats_tls_ca: str = ""  # CA bundle for tls:// (or any TLS) NATS URLs
+    nats_tls_cert: str = ""  # client certificate, when the server asks for one
+    nats_tls_key: str = ""
+    nats_tls_hostname: str = ""
+    redis_username: str = ""  # or in the URL: redis://user:password@host:port/0
+    redis_password: str = ""
+    redis_tls_ca: str = ""  # for rediss:// URLs
+    redis_tls_cert: str = ""
+    redis_tls_key: str = ""
     # How far a put's own created_at / updated_at may differ from the time its command was
     # stored; older times only through the import subject (``zeromem import``).
     max_clock_skew_s: float = 300.0
@@ -39,8 +60,9 @@ class Settings:
         values: dict[str, Any] = {}
         for f in fields(cls):
             raw = env.get(ENV_PREFIX + f.name.upper())
-            if raw is None and f.name in ("nats_url", "redis_url"):
-                raw = env.get(f.name.upper())
+            for conventional in _CONVENTIONAL.get(f.name, ()):
+                if raw is None:
+                    raw = env.get(conventional)
             if raw is None:
                 continue
             default = getattr(cls(), f.name)
@@ -50,3 +72,8 @@ class Settings:
 
     def with_urls(self, nats_url: str, redis_url: str) -> Settings:
         return replace(self, nats_url=nats_url, redis_url=redis_url)
+
+    @property
+    def authority_dir(self) -> Path:
+        """Where the local issuing authority lives (``zeromem up`` creates it)."""
+        return Path(self.auth_dir) if self.auth_dir else self.data_dir / "auth"

@@ -40,6 +40,8 @@ BAD_MESSAGES: list[tuple[str, bytes, str]] = [
     ("content over 200 characters", raw(content="x" * 201), "invalid"),
     ("value over the size limit", raw(value="v" * (64 * 1024 + 10)), "too_large"),
     ("tenant mismatch", raw(tenant="other"), "tenant_mismatch"),
+    # the payload claims another agent than the one the server let publish here
+    ("agent mismatch", raw(agent="b"), "agent_mismatch"),
     ("not a map", msgspec.msgpack.encode([1, 2, 3]), "invalid"),
     ("deep nesting", raw(value=msgspec.Raw(b"\x91" * 3000 + b"\x00")), "invalid"),
 ]
@@ -48,19 +50,19 @@ BAD_MESSAGES: list[tuple[str, bytes, str]] = [
 async def test_each_bad_message_is_dead_lettered_and_valid_ones_apply(isolated) -> None:
     settings = isolated
     services = await ServiceSet.start(settings)
-    nc = await connect_nats(settings, "bad-input-test")
+    nc = await connect_nats(settings, "bad-input-test")  # the operator's, to read dead letters
     js = nc.jetstream()
     try:
-        async with await MemoryClient.connect(settings.nats_url, tenant="acme",
+        async with await MemoryClient.connect(settings.nats_url, tenant="acme", agent="a",
                                               shards=settings.shards) as client:  # fmt: skip
             shard_of_u1 = naming.shard_for("acme", "user:u1", settings.shards)
             n = 0
-            for _, data, _ in BAD_MESSAGES:
+            for _, data, _ in BAD_MESSAGES:  # sent by the agent itself, on its own subject
                 await client.send(valid(n))
                 n += 1
-                await js.publish(naming.command_subject("acme", shard_of_u1), data)
+                await client.js.publish(naming.command_subject("acme", shard_of_u1, "a"), data)
             wrong_shard = (shard_of_u1 + 1) % settings.shards
-            await js.publish(naming.command_subject("acme", wrong_shard), raw(id="ws"))
+            await client.js.publish(naming.command_subject("acme", wrong_shard, "a"), raw(id="ws"))
             await client.send(valid(n), wait="applied")
             n += 1
             await client.flush()
@@ -93,8 +95,10 @@ async def test_a_waiting_caller_hears_why_its_command_was_refused(
     inbox = client.nc.new_inbox()
     sub = await client.nc.subscribe(inbox)
     subject = naming.command_subject(client.tenant,
-                                     naming.shard_for(client.tenant, "user:u1", running.shards))
-    await client.js.publish(subject, raw(tenant=client.tenant, content="y" * 300),
+                                     naming.shard_for(client.tenant, "user:u1", running.shards),
+                                     client.agent)  # fmt: skip
+    await client.js.publish(subject, raw(tenant=client.tenant, agent=client.agent,
+                                         content="y" * 300),
                             headers={naming.MSG_ID_HEADER: "bad-1", naming.REPLY_HEADER: inbox})
     from zeromem.schemas import Rejected, decode_result
 
@@ -111,9 +115,11 @@ async def test_a_bad_command_in_a_batch_is_refused_alone(isolated) -> None:
     services = await ServiceSet.start(settings)
     nc = await connect_nats(settings, "bad-batch-test")
     js = nc.jetstream()
+    agent = await MemoryClient.connect(settings.nats_url, tenant="acme", agent="a",
+                                       shards=settings.shards)  # fmt: skip
     try:
         shard = naming.shard_for("acme", "user:u1", settings.shards)
-        subject = naming.command_subject("acme", shard)
+        subject = naming.command_subject("acme", shard, "a")
 
         def put(i: int) -> bytes:
             return encode(Put(id=f"b-{i}", tenant="acme", agent="a", ts=time.time(),
@@ -121,11 +127,12 @@ async def test_a_bad_command_in_a_batch_is_refused_alone(isolated) -> None:
 
         bad = [raw(op="explode"), raw(tenant="other"), msgspec.msgpack.encode([1, 2])]
         parts = [put(0), bad[0], put(1), bad[1], put(2), bad[2], put(3)]
-        await js.publish(subject, encode_batch(parts),
-                         headers={naming.BATCH_HEADER: str(len(parts)), naming.MSG_ID_HEADER: "b1"})
+        await agent.js.publish(subject, encode_batch(parts),
+                               headers={naming.BATCH_HEADER: str(len(parts)),
+                                        naming.MSG_ID_HEADER: "b1"})  # fmt: skip
         # Broken framing (bytes that are not msgpack) cannot be split: the whole message goes.
-        await js.publish(subject, b"\xc1\x02not an array",
-                         headers={naming.BATCH_HEADER: "2", naming.MSG_ID_HEADER: "b2"})
+        await agent.js.publish(subject, b"\xc1\x02not an array",
+                               headers={naming.BATCH_HEADER: "2", naming.MSG_ID_HEADER: "b2"})
         async with await MemoryClient.connect(settings.nats_url, tenant="acme",
                                               shards=settings.shards) as client:  # fmt: skip
             after = await client.put("user:u1:seq", 4, wait="applied")
@@ -142,5 +149,6 @@ async def test_a_bad_command_in_a_batch_is_refused_alone(isolated) -> None:
         assert by_raw[b"\xc1\x02not an array"].startswith("invalid: not a command batch")
         assert len(letters) == 4
     finally:
+        await agent.close()
         await nc.close()
         await services.stop()

@@ -31,7 +31,13 @@ def start_up(cwd: Path) -> subprocess.Popen[str]:
         line = proc.stdout.readline()
         lines.append(line)
         if "zeromem is up" in line:
-            time.sleep(1.0)  # workers take their leases
+            # until the read service answers (exit 4: not found) and the workers hold their
+            # leases; on a busy machine the children take a few seconds to import
+            while time.monotonic() < deadline:
+                if cli(cwd, "get", "user:probe:none").returncode != 5:
+                    break
+                time.sleep(0.2)
+            time.sleep(1.0)
             return proc
         if proc.poll() is not None:
             break

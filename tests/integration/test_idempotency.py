@@ -16,7 +16,7 @@ from zeromem.worker.service import WorkerService
 async def test_same_command_id_published_twice_is_applied_once(
     client: MemoryClient, running
 ) -> None:
-    command = Put(id="dup-cmd-1", tenant=client.tenant, agent="a", ts=time.time(),
+    command = Put(id="dup-cmd-1", tenant=client.tenant, agent=client.agent, ts=time.time(),
                   key="user:u1:counter", value=1)  # fmt: skip
     first = await client.send(command, wait="applied")
     again = await client.send(command, wait="stored")
@@ -25,7 +25,8 @@ async def test_same_command_id_published_twice_is_applied_once(
     # Past the dedupe window (simulated with a different message id), the worker's record
     # of the command id answers with the original result and applies nothing.
     subject = naming.command_subject(client.tenant,
-                                     naming.shard_for(client.tenant, "user:u1", running.shards))
+                                     naming.shard_for(client.tenant, "user:u1", running.shards),
+                                     client.agent)  # fmt: skip
     inbox = client.nc.new_inbox()
     sub = await client.nc.subscribe(inbox)
     await client.js.publish(subject, encode(command),
@@ -92,13 +93,14 @@ async def test_duplicates_inside_one_batch_message_apply_once(
     window) is answered with its stored result; what follows it for the same memory is
     decided on what Redis holds, not on a second apply that never happened."""
     tenant, key = client.tenant, "user:u7:plan"
-    subject = naming.command_subject(tenant, naming.shard_for(tenant, "user:u7", running.shards))
+    subject = naming.command_subject(tenant, naming.shard_for(tenant, "user:u7", running.shards),
+                                     client.agent)
 
     def put(cid: str, value: int) -> Put:
-        return Put(id=cid, tenant=tenant, agent="a", ts=time.time(), key=key, value=value)
+        return Put(id=cid, tenant=tenant, agent=client.agent, ts=time.time(), key=key, value=value)
 
     def like(cid: str) -> Feedback:
-        return Feedback(id=cid, tenant=tenant, agent="a", ts=time.time(), key=key)
+        return Feedback(id=cid, tenant=tenant, agent=client.agent, ts=time.time(), key=key)
 
     async def publish_batch(commands: list[object], msg_id: str) -> list[Result]:
         inbox = client.nc.new_inbox()

@@ -19,8 +19,11 @@ async def test_audit_trail_of_a_scripted_session(
     client: MemoryClient, running, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    planner = MemoryClient(client.nc, tenant=client.tenant, agent="planner", shards=running.shards)
-    coder = MemoryClient(client.nc, tenant=client.tenant, agent="coder", shards=running.shards)
+    # each agent on a connection of its own: its credential is for that agent alone
+    planner = await MemoryClient.connect(running.nats_url, tenant=client.tenant, agent="planner",
+                                         shards=running.shards)  # fmt: skip
+    coder = await MemoryClient.connect(running.nats_url, tenant=client.tenant, agent="coder",
+                                       shards=running.shards)  # fmt: skip
     steps = [
         await planner.put("task:t42:status", "planned", expected_version=0, wait="applied"),
         await coder.put("task:t42:status", "mine", expected_version=0, wait="applied"),  # conflict
@@ -97,3 +100,5 @@ async def test_audit_trail_of_a_scripted_session(
     assert [e.op for e in by_key] == ["put", "put", "put", "delete"]
     by_agent = await client.audit(agent="planner")
     assert {e.agent for e in by_agent} == {"planner"} and len(by_agent) == 5  # 4 writes, 1 read
+    await planner.close()
+    await coder.close()

@@ -16,9 +16,10 @@ async def test_50_agents_times_100_feedback_count_exactly_5000(running, tenant: 
                                              shards=running.shards) for _ in range(5)]  # fmt: skip
     try:
         await nc_clients[0].put(key, "ship on Fridays", wait="applied")
-        # 50 agents over 5 connections, all at once
-        agents = [MemoryClient(nc_clients[i % 5].nc, tenant=tenant, agent=f"agent-{i}",
-                               shards=running.shards) for i in range(50)]  # fmt: skip
+        # 50 agents at once, each on its connection (a credential is for one agent)
+        agents = [await MemoryClient.connect(running.nats_url, tenant=tenant, agent=f"agent-{i}",
+                                             shards=running.shards) for i in range(50)]  # fmt: skip
+        nc_clients += agents
         kinds = ("liked", "liked", "important", "disliked")
 
         async def send(agent: MemoryClient, a: int) -> None:

@@ -76,7 +76,8 @@ async def test_forget_the_last_minutes_of_a_session_under_concurrent_writes(
     since = time.time()
     await asyncio.sleep(0.05)
     recent = [await client.put(f"{owner}:recent{i}", i, wait="applied") for i in range(10)]
-    other = MemoryClient(client.nc, tenant=client.tenant, agent="late", shards=running.shards)
+    other = await MemoryClient.connect(running.nats_url, tenant=client.tenant, agent="late",
+                                       shards=running.shards)  # fmt: skip
     late_seqs: dict[str, int] = {}
 
     async def late_writer() -> None:
@@ -88,6 +89,7 @@ async def test_forget_the_last_minutes_of_a_session_under_concurrent_writes(
     await asyncio.sleep(0.02)
     forget = await client.forget(owner, since=since)  # "the last N minutes", applied
     await writing
+    await other.close()
     forgot = set(forget.result.keys)
     assert {r.key for r in recent} <= forgot and not ({r.key for r in early} & forgot)
     # a late write is forgotten exactly when it came before the forget in the owner's order

@@ -51,10 +51,11 @@ async def _drained(js, shards: int) -> bool:  # type: ignore[no-untyped-def]
     return all(backlog == 0 for backlog in (await shard_backlogs(js, shards)).values())
 
 
-async def _settle(client: MemoryClient, shards: int) -> None:
+async def _settle(client: MemoryClient, shards: int, observer) -> None:  # type: ignore[no-untyped-def]
+    """Until the workers applied everything (the shard consumers are the operator's to see)."""
     await client.flush(timeout=60)
     for _ in range(600):
-        if await _drained(client.js, shards):
+        if await _drained(observer.jetstream(), shards):
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the workers did not drain the command stream")
@@ -130,8 +131,9 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
                                                   shards=settings.shards) as client:  # fmt: skip
                 sent += await _workload(client, rng, owners)
                 # one message that is no command at all
-                await client.nc.publish(naming.command_subject(tenant, 0), b"\xc1 not msgpack")
-                await _settle(client, settings.shards)
+                await client.nc.publish(naming.command_subject(tenant, 0, "load"),
+                                        b"\xc1 not msgpack")
+                await _settle(client, settings.shards, nc)
         assert sent >= 10_000
         worker = services.workers[0]
         assert worker.stats.archived and worker.stats.forgotten and worker.stats.conflicts

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 from zeromem import naming
+from zeromem.bus import connect_nats
 from zeromem.schemas import Applied
 from zeromem.sdk import MemoryClient
 from zeromem.sdk.feed import results_of
@@ -25,14 +26,17 @@ async def test_10k_fire_and_forget_puts_across_100_owners_apply_in_order(
         if sum(map(len, applied.values())) >= total:
             done.set()
 
-    sub = await client.nc.subscribe(naming.change_watch_subject(client.tenant), cb=on_change)
+    # An observer as the operator: agents may not subscribe to core change subjects.
+    observer = await connect_nats(running, "observer")
+    await observer.subscribe(naming.change_watch_subject(client.tenant), cb=on_change)
+    await observer.flush()
     try:
         for i in range(total):
             await client.put(f"user:o{i % 100}:counter", i // 100)
         await client.flush()
         await asyncio.wait_for(done.wait(), 60)
     finally:
-        await sub.unsubscribe()
+        await observer.close()
     assert len(applied) == 100
     for key, values in applied.items():
         assert values == list(range(100)), f"{key} applied out of order"
@@ -55,9 +59,9 @@ async def test_concurrent_publishers_keep_each_publishers_order(running, tenant:
         if len(seen) == 8 * per_agent:
             done.set()
 
-    sub = await clients[0].nc.subscribe(
-        naming.change_watch_subject(tenant, "task", "t1"), cb=on_change
-    )
+    observer = await connect_nats(running, "observer")
+    await observer.subscribe(naming.change_watch_subject(tenant, "task", "t1"), cb=on_change)
+    await observer.flush()
 
     async def agent(c: MemoryClient) -> None:
         for n in range(per_agent):
@@ -70,7 +74,7 @@ async def test_concurrent_publishers_keep_each_publishers_order(running, tenant:
     for c in clients:
         await c.flush()
     await asyncio.wait_for(done.wait(), 60)
-    await sub.unsubscribe()
+    await observer.close()
     for c in clients:
         await c.close()
     for name in {a for a, _, _ in seen}:
@@ -84,9 +88,10 @@ async def test_batched_fire_and_forget_and_waiting_writes_keep_their_order(
 ) -> None:
     """Back-to-back fire-and-forget writes share batch messages; a write that waits, in
     between, goes after the ones issued before it and before the ones after it."""
+    observer = await connect_nats(running, "observer")  # stream info is the operator's
     async with await MemoryClient.connect(running.nats_url, tenant=tenant,
                                           shards=running.shards) as client:  # fmt: skip
-        js = client.js
+        js = observer.jetstream()
         before = await js.stream_info(naming.COMMAND_STREAM)
         for i in range(600):
             if i % 100 == 99:  # applied right after the 99 buffered before it
@@ -106,17 +111,20 @@ async def test_batched_fire_and_forget_and_waiting_writes_keep_their_order(
         assert item.value == 599 and item.version == 600
         history = await client.audit(key="task:t9:step")
         assert [e.version_after for e in history if e.op == "put"] == list(range(1, 601))
+    await observer.close()
 
 
 async def test_unbatched_client_sends_one_message_per_command(running, tenant: str) -> None:
+    observer = await connect_nats(running, "observer")  # stream info is the operator's
     async with await MemoryClient.connect(running.nats_url, tenant=tenant, shards=running.shards,
                                           batch=False) as client:  # fmt: skip
-        before = await client.js.stream_info(naming.COMMAND_STREAM)
+        before = await observer.jetstream().stream_info(naming.COMMAND_STREAM)
         for i in range(50):
             await client.put("task:t10:step", i)
         await client.flush()
-        after = await client.js.stream_info(naming.COMMAND_STREAM)
+        after = await observer.jetstream().stream_info(naming.COMMAND_STREAM)
         assert after.state.messages - before.state.messages == 50
+    await observer.close()
 
 
 async def test_bulk_batched_writes_larger_than_a_message_are_all_applied_and_audited(
@@ -127,7 +135,7 @@ async def test_bulk_batched_writes_larger_than_a_message_are_all_applied_and_aud
     worker publishes for them (audit records, change-feed batches) is split to stay under
     the broker's payload limit; nothing is dropped and the shard never stalls."""
     from tests.harness import ServiceSet
-    from zeromem.bus import connect_nats, provision
+    from zeromem.bus import provision
 
     total = 6000
     nc = await connect_nats(isolated, "bulk-test")

@@ -9,11 +9,10 @@ the new owner's next ack covered them: acknowledged, never applied.
 
 from __future__ import annotations
 
-import nats
 import pytest
 
 from zeromem import naming
-from zeromem.bus import open_shard_consumer, provision, shard_backlogs
+from zeromem.bus import connect_nats, open_shard_consumer, provision, shard_backlogs
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 from zeromem.worker.pull import PullFeed
@@ -29,7 +28,7 @@ async def _publish(settings: Settings, tenant: str, owner: str, n: int) -> int:
 
 
 async def test_a_new_tenure_gets_what_a_replaced_owner_fetched(isolated: Settings) -> None:
-    nc = await nats.connect(isolated.nats_url)
+    nc = await connect_nats(isolated, "tenure-test")  # the operator's, as a worker would
     js = nc.jetstream()
     await provision(js, isolated)
     shard = await _publish(isolated, "acme", "task:t1", 10)
@@ -63,7 +62,7 @@ async def test_a_new_tenure_gets_what_a_replaced_owner_fetched(isolated: Setting
 
 
 async def test_a_new_tenure_starts_where_the_shard_stands(isolated: Settings) -> None:
-    nc = await nats.connect(isolated.nats_url)
+    nc = await connect_nats(isolated, "tenure-test")  # the operator's, as a worker would
     js = nc.jetstream()
     await provision(js, isolated)
     shard = await _publish(isolated, "acme", "task:t2", 6)

@@ -16,7 +16,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.harness import ServiceSet
+from zeromem.auth.authority import Authority
 from zeromem.embedded import free_port
+from zeromem.embedded.stack import settings_for_role
 from zeromem.sdk import MemoryClient
 from zeromem.telemetry import Telemetry
 from zeromem.telemetry.reading import metric_points as metric_values
@@ -58,8 +60,10 @@ async def test_100_recalls_count_exactly_the_injected_and_baseline_tokens(isolat
 
 async def test_prometheus_endpoint_of_a_running_service_shows_the_token_metrics(isolated) -> None:
     port = free_port()
-    env = dict(os.environ, ZEROMEM_NATS_URL=isolated.nats_url, ZEROMEM_REDIS_URL=isolated.redis_url,
-               ZEROMEM_SHARDS=str(isolated.shards), ZEROMEM_METRICS_PORT=str(port))  # fmt: skip
+    reader = settings_for_role(isolated, Authority.load(isolated.authority_dir), "reader")
+    env = dict(os.environ, ZEROMEM_NATS_URL=reader.nats_url, ZEROMEM_REDIS_URL=reader.redis_url,
+               ZEROMEM_NATS_CREDS=reader.nats_creds, ZEROMEM_SHARDS=str(isolated.shards),
+               ZEROMEM_METRICS_PORT=str(port), ZEROMEM_METRICS_HOST="127.0.0.1")  # fmt: skip
     serve = subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "serve"], env=env,
                              stderr=subprocess.DEVNULL)  # fmt: skip
     services = await ServiceSet.start(isolated)  # workers (and a second read service)

@@ -17,11 +17,12 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import nats
-
 from zeromem import naming
-from zeromem.bus import connect_redis, provision
+from zeromem.auth.authority import REDIS_ROLES, Authority
+from zeromem.auth.redis_acl import acl_file
+from zeromem.bus import connect_nats, connect_redis, provision
 from zeromem.embedded import NatsServer, RedisServer
+from zeromem.embedded.stack import settings_for_role
 from zeromem.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]  # where `python -m tests.reliability...` resolves
@@ -95,7 +96,12 @@ class ServiceProcess:
 
 @dataclass
 class Cluster:
+    """Secured like any zeromem deployment: the servers trust ``authority`` (the test
+    session's), ``settings`` are the operator's (admin), and each service process runs
+    under its own identity."""
+
     root: Path
+    authority: Authority | None = None
     settings: Settings = field(init=False)
     nats: NatsServer = field(init=False)
     redis: RedisServer = field(init=False)
@@ -103,11 +109,14 @@ class Cluster:
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        self.nats = NatsServer(self.root / "nats")
-        self.redis = RedisServer(self.root / "redis")
-        self.settings = Settings(nats_url=self.nats.url, redis_url=self.redis.url,
-                                 data_dir=self.root / "data",
-                                 **TIMINGS)  # type: ignore[arg-type]
+        authority = self.authority = self.authority or Authority.load_or_create(self.root / "auth")
+        self.nats = NatsServer(self.root / "nats", authority=authority)
+        self.redis = RedisServer(self.root / "redis", acl=acl_file(
+            {r: authority.redis_password(r) for r in REDIS_ROLES}))  # fmt: skip
+        plain = Settings(nats_url=self.nats.url, redis_url=self.redis.url,
+                         data_dir=self.root / "data", auth_dir=str(authority.directory),
+                         **TIMINGS)  # type: ignore[arg-type]
+        self.settings = settings_for_role(plain, authority, "admin")
 
     # --- servers -------------------------------------------------------------------------
 
@@ -116,7 +125,7 @@ class Cluster:
         self.redis.start()
         # Streams and consumers exist before any process starts, with this scenario's ack
         # wait (the consumer keeps the config of whoever created it first).
-        nc = await nats.connect(self.settings.nats_url)
+        nc = await connect_nats(self.settings, "provision")
         try:
             await provision(nc.jetstream(), self.settings)
         finally:
@@ -130,11 +139,12 @@ class Cluster:
         self.redis.stop()
         self.nats.stop()
 
-    def env(self) -> dict[str, str]:
-        s = self.settings
+    def env(self, role: str = "admin") -> dict[str, str]:
+        s = settings_for_role(self.settings, self.authority, role)
         return dict(
             os.environ,
             ZEROMEM_NATS_URL=s.nats_url, ZEROMEM_REDIS_URL=s.redis_url,
+            ZEROMEM_NATS_CREDS=s.nats_creds, ZEROMEM_AUTH_DIR=s.auth_dir,
             ZEROMEM_DATA_DIR=str(s.data_dir), ZEROMEM_SHARDS=str(s.shards),
             ZEROMEM_ACK_WAIT_S=str(s.ack_wait_s), ZEROMEM_LEASE_TTL_S=str(s.lease_ttl_s),
             ZEROMEM_REAPER_INTERVAL_S=str(s.reaper_interval_s),
@@ -146,12 +156,13 @@ class Cluster:
     def worker(self, index: int = 0, count: int = 1, tag: str = "") -> ServiceProcess:
         name = f"worker-{index}-of-{count}{tag}-{len(self.processes)}.log"
         proc = ServiceProcess(["worker", str(index), str(count)],
-                              self.env(), self.root / name).start()  # fmt: skip
+                              self.env("worker"), self.root / name).start()  # fmt: skip
         self.processes.append(proc)
         return proc
 
     def serve(self) -> ServiceProcess:
-        proc = ServiceProcess(["serve"], self.env(), self.root / f"serve-{len(self.processes)}.log")
+        proc = ServiceProcess(["serve"], self.env("reader"),
+                              self.root / f"serve-{len(self.processes)}.log")
         self.processes.append(proc.start())
         return proc
 
@@ -187,7 +198,8 @@ class Cluster:
         from zeromem.sdk.errors import ServiceUnavailableError
 
         client = await MemoryClient.connect(self.settings.nats_url, tenant="probe",
-                                            shards=self.settings.shards, timeout=0.5)  # fmt: skip
+                                            shards=self.settings.shards, timeout=0.5,
+                                            settings=self.settings)  # fmt: skip
         try:
             deadline = time.monotonic() + limit_s
             while True:

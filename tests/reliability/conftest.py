@@ -12,11 +12,12 @@ import pytest
 
 from tests.reliability.cluster import Cluster, long_mode
 from tests.reliability.history import SUMMARY_LINES
+from zeromem.auth.authority import Authority
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    deployment = await Cluster(tmp_path / "cluster").start()
+async def cluster(tmp_path: Path, authority: Authority) -> AsyncIterator[Cluster]:
+    deployment = await Cluster(tmp_path / "cluster", authority).start()
     try:
         yield deployment
     finally:

@@ -7,12 +7,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-import nats
-
 from tests.reliability.cluster import Cluster, scale
 from tests.reliability.history import History, Report, cas_increment, summarize, wait_idle
 from zeromem import naming
-from zeromem.bus import connect_redis
+from zeromem.bus import connect_nats, connect_redis
 from zeromem.schemas import Applied, decode_result
 from zeromem.sdk import MemoryClient
 
@@ -24,14 +22,14 @@ async def test_32_agents_compare_and_set_one_counter(cluster: Cluster, tenant: s
     per_agent = int(scale(15, 500))
     key = "task:hot:counter"
     history = History()
-    clients = [
-        await MemoryClient.connect(cluster.settings.nats_url, tenant=tenant, agent=f"c{i}",
+    clients = [  # one per agent: a credential is one agent's
+        await MemoryClient.connect(cluster.settings.nats_url, tenant=tenant, agent=f"a{i}",
                                    shards=cluster.settings.shards, timeout=10.0)
-        for i in range(8)
+        for i in range(AGENTS)
     ]
 
     async def agent(a: int) -> None:
-        client = clients[a % len(clients)]
+        client = clients[a]
         for i in range(per_agent):
             # No fault here: every increment must end known-applied (no unknown outcome).
             assert await cas_increment(client, history, f"a{a}", i, key,
@@ -47,7 +45,7 @@ async def test_32_agents_compare_and_set_one_counter(cluster: Cluster, tenant: s
             await client.close()
 
     expected = AGENTS * per_agent
-    nc = await nats.connect(cluster.settings.nats_url)
+    nc = await connect_nats(cluster.settings, "observer")
     redis = connect_redis(cluster.settings)
     try:
         await wait_idle(nc, cluster.settings.shards)

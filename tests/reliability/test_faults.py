@@ -17,11 +17,9 @@ import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-import nats
-
 from tests.reliability.cluster import Cluster, CutProxy, scale
 from tests.reliability.history import Report, Workload, check, run_workload, summarize, wait_idle
-from zeromem.bus import connect_redis
+from zeromem.bus import connect_nats, connect_redis
 from zeromem.sdk import MemoryClient
 
 Fault = Callable[[], Awaitable[None]]
@@ -43,18 +41,20 @@ async def run_scenario(
 ) -> Report:
     duration = duration_s if duration_s is not None else scale(3.0, 40.0)
     workload = Workload(tenant, seed=hash(name) & 0xFFFF)
+    # One connection per agent: a credential is one agent's, and the server refuses any
+    # other agent's subjects (``connections`` is kept for callers; agents decide).
     clients = [
         await MemoryClient.connect(url or cluster.settings.nats_url, tenant=tenant,
-                                   agent=f"conn{i}", shards=cluster.settings.shards,
+                                   agent=f"a{i}", shards=cluster.settings.shards,
                                    timeout=client_timeout)
-        for i in range(connections)
+        for i in range(agents)
     ]
     try:
         history = await run_workload(clients, workload, agents=agents, ops_per_agent=10**9,
                                      duration_s=duration, fault=fault)  # fmt: skip
         if after is not None:
             await after()
-        nc = await nats.connect(cluster.settings.nats_url)
+        nc = await connect_nats(cluster.settings, "observer")
         redis = connect_redis(cluster.settings)
         try:
             await wait_idle(nc, cluster.settings.shards, limit_s=idle_limit_s)

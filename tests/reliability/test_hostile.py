@@ -12,14 +12,13 @@ from collections import Counter
 from collections.abc import Callable
 
 import msgspec
-import nats
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from tests.reliability.cluster import Cluster, scale
 from tests.reliability.history import Report, summarize, wait_idle
 from zeromem import naming
-from zeromem.bus import connect_redis
+from zeromem.bus import connect_nats, connect_redis
 from zeromem.ids import new_command_id
 from zeromem.schemas import DeadLetter, Put, decode, encode, encode_batch
 
@@ -112,7 +111,7 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
     valid_every = 4  # one valid command between every few bad ones
     rng = random.Random(20241129)
     owners = [f"user:h{i}" for i in range(16)]
-    nc = await nats.connect(cluster.settings.nats_url)
+    nc = await connect_nats(cluster.settings, "hostile")  # the operator's: any agent's subject
     js = nc.jetstream(publish_async_max_pending=2000)
     bad_seqs: dict[tuple[int, int | None], str] = {}
     valid_keys: list[str] = []
@@ -139,7 +138,7 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
                     around.append(encode(Put(id=new_command_id(), tenant=tenant, agent="ok",
                                              ts=time.time(), key=key, value={"i": i})))  # fmt: skip
                 ack = await js.publish_async(
-                    naming.command_subject(tenant, shard),
+                    naming.command_subject(tenant, shard, "ok"),
                     encode_batch([around[0], payload, around[1]]),
                     headers={naming.BATCH_HEADER: "3"})  # fmt: skip
                 acks.append((f"batched_{family}", ack, 1))
@@ -150,15 +149,17 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
                 headers = {naming.BATCH_HEADER: "3"}
             else:
                 headers = None
-            acks.append((family, await js.publish_async(naming.command_subject(tenant, shard),
-                                                        payload, headers=headers), None))
+            subject = naming.command_subject(tenant, shard, "fuzz")
+            acks.append((family, await js.publish_async(subject, payload, headers=headers),
+                         None))  # fmt: skip
             if i % valid_every == 0:
                 key = f"{owner}:valid{i}"
                 valid_keys.append(key)
                 command = Put(id=new_command_id(), tenant=tenant, agent="ok", ts=time.time(),
                               key=key, value={"i": i})  # fmt: skip
                 own_shard = naming.shard_for(tenant, owner, shards)
-                await js.publish_async(naming.command_subject(tenant, own_shard), encode(command),
+                await js.publish_async(naming.command_subject(tenant, own_shard, "ok"),
+                                       encode(command),
                                        headers={naming.MSG_ID_HEADER: command.id})
         await js.publish_async_completed()
         for family, ack, index in acks:

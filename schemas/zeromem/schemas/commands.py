@@ -14,17 +14,18 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from zeromem.schemas.keys import END, KEY_PATTERN, TENANT_PATTERN, InvalidKeyError
+from zeromem.schemas.keys import AGENT_PATTERN, END, KEY_PATTERN, TENANT_PATTERN, InvalidKeyError
 from zeromem.schemas.memory import Confidence, Content, FeedbackKind, MemoryType, Tag, Timestamp
 
 WIRE_VERSION = 1
 
 COMMAND_ID_PATTERN = rf"^[A-Za-z0-9_\-]+{END}"
 TENANT_FULL_PATTERN = f"^{TENANT_PATTERN}{END}"
+AGENT_FULL_PATTERN = f"^{AGENT_PATTERN}{END}"
 
 CommandId = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=COMMAND_ID_PATTERN)]
 Tenant = Annotated[str, msgspec.Meta(pattern=TENANT_FULL_PATTERN)]
-AgentId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+AgentId = Annotated[str, msgspec.Meta(pattern=AGENT_FULL_PATTERN)]
 Key = Annotated[str, msgspec.Meta(pattern=KEY_PATTERN)]
 Version = Annotated[int, msgspec.Meta(ge=0)]
 TtlSeconds = Annotated[float, msgspec.Meta(gt=0)]
@@ -40,6 +41,7 @@ _EnvelopeId = Annotated[
 ]
 _EnvelopeTenant = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": TENANT_FULL_PATTERN})]
 _EnvelopeKey = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": KEY_PATTERN})]
+_EnvelopeAgent = Annotated[str, msgspec.Meta(extra_json_schema={"pattern": AGENT_FULL_PATTERN})]
 
 
 def _pattern_check(
@@ -65,6 +67,7 @@ _check_tenant = functools.lru_cache(maxsize=65536)(_pattern_check("tenant", TENA
 _check_key = functools.lru_cache(maxsize=65536)(
     _pattern_check("key", KEY_PATTERN, error=InvalidKeyError)  # says what a key looks like
 )
+_check_agent = functools.lru_cache(maxsize=65536)(_pattern_check("agent", AGENT_FULL_PATTERN))
 _check_id = _pattern_check("id", COMMAND_ID_PATTERN)
 
 
@@ -73,7 +76,7 @@ class _Command(
 ):
     id: _EnvelopeId
     tenant: _EnvelopeTenant
-    agent: AgentId
+    agent: _EnvelopeAgent
     ts: Timestamp
     key: _EnvelopeKey
     expected_version: Version | None = None
@@ -85,6 +88,7 @@ class _Command(
         if not (command_id.isascii() and command_id.isalnum()):  # ULIDs and hex ids pass here
             _check_id(command_id)
         _check_tenant(self.tenant)
+        _check_agent(self.agent)
         _check_key(self.key)
 
 

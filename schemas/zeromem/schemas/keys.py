@@ -15,6 +15,12 @@ NAMESPACE_PATTERN = r"[a-z][a-z0-9_]{0,31}"
 OWNER_ID_PATTERN = r"[A-Za-z0-9_\-]{1,64}"
 NAME_PATTERN = r"[A-Za-z0-9_\-./@]{1,128}"
 TENANT_PATTERN = r"[a-z0-9][a-z0-9_\-]{0,63}"
+# An agent id is a NATS subject token too (commands travel on ``zm.cmd.{tenant}.{shard}.{agent}``
+# and the server pins that token to the authenticated agent), and a value of a credential's
+# ``agent:`` tag: the tenant's alphabet, lowercase, no ``.``, ``*``, ``>``, ``:`` or space.
+AGENT_PATTERN = TENANT_PATTERN
+# Agent ids the services themselves act under (the archiver's commands); never issued.
+RESERVED_AGENT_PREFIX = "zeromem-"
 
 # The end of a whole-string pattern. Python's `$` also matches before a final newline
 # ("user:h1:k\n" would pass); the lookahead refuses that, and keeps the pattern valid JSON
@@ -24,6 +30,7 @@ END = r"$(?!\n)"
 # A full key, or an owner with the name left out (the worker then appends under a generated id).
 KEY_PATTERN = rf"^{NAMESPACE_PATTERN}:{OWNER_ID_PATTERN}(:{NAME_PATTERN})?{END}"
 TENANT_REGEX = re.compile(rf"^{TENANT_PATTERN}{END}")
+AGENT_REGEX = re.compile(rf"^{AGENT_PATTERN}{END}")
 _KEY_REGEX = re.compile(
     rf"^(?P<ns>{NAMESPACE_PATTERN}):(?P<owner>{OWNER_ID_PATTERN})(?::(?P<name>{NAME_PATTERN}))?{END}"
 )

@@ -30,7 +30,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
     from zeromem.lifecycle.archive import owners_to_archive
 
     main = _main()
-    settings = main._resolved_settings(args)
+    settings = main._admin_settings(args)
     cutoff = time.time() - args.older_than_days * 86400
 
     async def body(client: Any) -> int:
@@ -166,7 +166,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     from zeromem.lifecycle.rebuild import rebuild
 
     main = _main()
-    settings = main._resolved_settings(args)
+    settings = main._admin_settings(args)
     what = f"tenant {args.tenant}" if args.tenant else "every tenant"
     if not args.yes:
         print(f"This replaces the Redis state of {what} with a replay of the command log "
@@ -225,13 +225,13 @@ def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.Argume
                            "conflicting and rejected command (versions before and after) and "
                            "every read (reader and keys, never values). Sensitive values are "
                            "redacted.")  # fmt: skip
-    audit.add_argument("--tenant", default="default", help="tenant (default 'default')")
+    audit.add_argument("--tenant", help="tenant (default: the credential's, else 'default')")
     audit.add_argument("--json", action="store_true", help="print JSON")
     audit.add_argument("--key", help="only records about this key")
     audit.add_argument(
         "--agent", dest="filter_agent", help="only records of this agent (or reader)"
     )
-    audit.set_defaults(agent="cli")
+    audit.set_defaults(agent=None)
     audit.add_argument("--since-hours", type=float, help="only the last N hours")
     audit.add_argument("--limit", type=int, help="only the last N records")
     audit.set_defaults(func=cmd_audit)

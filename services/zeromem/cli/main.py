@@ -24,6 +24,8 @@ from zeromem.settings import Settings
 ENVIRONMENT_HELP = """environment:
   ZEROMEM_NATS_URL, ZEROMEM_REDIS_URL  servers to use (NATS_URL / REDIS_URL also work);
                                        unset: the stack `zeromem up` runs in this directory
+  ZEROMEM_NATS_CREDS (NATS_CREDS)      the creds file this process connects with
+  ZEROMEM_REDIS_USERNAME/_PASSWORD     its Redis ACL user (or in the URL: redis://user:pw@...)
   ZEROMEM_SHARDS                       shard count, the same for every publisher and worker
 """
 
@@ -47,8 +49,25 @@ def _resolved_settings(args: argparse.Namespace) -> Settings:
     info = find_running_stack(settings.data_dir)
     if info is None:
         sys.exit("no zeromem stack found: run `zeromem up`, or set NATS_URL and REDIS_URL")
-    return settings.with_urls(settings.nats_url or info.nats_url,
-                              settings.redis_url or info.redis_url)  # fmt: skip
+    settings = settings.with_urls(settings.nats_url or info.nats_url,
+                                  settings.redis_url or info.redis_url)  # fmt: skip
+    if info.auth_dir and not settings.auth_dir:
+        from dataclasses import replace
+
+        settings = replace(settings, auth_dir=info.auth_dir)
+    return settings
+
+
+def _admin_settings(args: argparse.Namespace) -> Settings:
+    """Resolved settings as the operator's admin identity (rebuild, archive's survey of
+    Redis), when the local authority is at hand and no credential is configured."""
+    settings = _resolved_settings(args)
+    if settings.nats_creds or settings.nats_token:
+        return settings
+    from zeromem.auth.credentials import local_authority
+    from zeromem.embedded.stack import settings_for_role
+
+    return settings_for_role(settings, local_authority(settings), "admin")
 
 
 def _run_service(main: Callable[[], Awaitable[None]]) -> int:
@@ -93,7 +112,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from zeromem.mcp_server import run_mcp
 
     settings = _settings(args)
-    return run_mcp(settings, args.transport, args.host, args.port, args.tenant, args.agent)
+    return run_mcp(settings, args.transport, args.host, args.port, args.tenant, args.agent,
+                   args.tokens)  # fmt: skip
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -111,17 +131,29 @@ def _client_call(args: argparse.Namespace, body: Callable[[Any], Awaitable[int]]
 
     async def run() -> int:
         settings = _resolved_settings(args)
-        client = await MemoryClient.connect(settings.nats_url, tenant=args.tenant,
-                                            agent=args.agent, shards=settings.shards)  # fmt: skip
+        # With a credential of its own (ZEROMEM_CREDS...), tenant and agent are the
+        # credential's; otherwise 'default' and 'cli' unless given.
+        own = bool(settings.nats_creds or settings.nats_token)
+        client = await MemoryClient.connect(
+            settings.nats_url, tenant=args.tenant or (None if own else "default"),
+            agent=args.agent or (None if own else "cli"), shards=settings.shards,
+            settings=settings)  # fmt: skip
         try:
             return await body(client)
         finally:
             await client.close()
 
+    import nats.errors
+
+    from zeromem.auth.authority import AuthError
+
     try:
         return asyncio.run(run())
-    except ZeromemError as exc:
+    except (ZeromemError, AuthError, PermissionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    except nats.errors.Error as exc:  # e.g. the server refused the credential
+        print(f"error: cannot use NATS: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
 
 
@@ -296,9 +328,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
             return 0
         from zeromem.cli.views import print_stats, save_stats_png
 
-        print_stats(args.tenant, reply.rows)
+        print_stats(client.tenant, reply.rows)
         if args.png:
-            save_stats_png(args.tenant, reply.rows, args.png)
+            save_stats_png(client.tenant, reply.rows, args.png)
             print(f"saved {args.png}")
         return 0
 
@@ -348,8 +380,11 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--transport", default="stdio", choices=["stdio", "http"])
     mcp.add_argument("--host", default="127.0.0.1")
     mcp.add_argument("--port", type=int, default=8765)
-    mcp.add_argument("--tenant", default="default")
-    mcp.add_argument("--agent", default="mcp", help="agent id recorded with every write")
+    mcp.add_argument("--tenant", help="tenant (stdio; default: the credential's, else 'default')")
+    mcp.add_argument("--agent", help="agent id recorded with every write (stdio; default: the "
+                     "credential's, else 'mcp')")
+    mcp.add_argument("--tokens", help="bearer token file for --transport http (default: "
+                     "mcp-tokens.json of the local authority)")
     mcp.set_defaults(func=cmd_mcp)
 
     for service in (worker, serve, mcp):
@@ -358,8 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def client_parser(name: str, help_: str, description: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=description)
-        p.add_argument("--tenant", default="default", help="tenant (default 'default')")
-        p.add_argument("--agent", default="cli", help="agent id recorded with the command")
+        p.add_argument("--tenant", help="tenant (default: the credential's, else 'default')")
+        p.add_argument("--agent", help="agent id recorded with the command (default: the "
+                       "credential's, else 'cli')")
         p.add_argument("--json", action="store_true", help="print JSON")
         return p
 
@@ -441,9 +477,11 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--wait", default="applied", choices=["none", "stored", "applied"])
     delete.set_defaults(func=cmd_delete)
 
+    from zeromem.cli.auth import add_auth_parser
     from zeromem.cli.lifecycle import add_lifecycle_parsers
 
     add_lifecycle_parsers(sub, client_parser)
+    add_auth_parser(sub)
     return parser
 
 

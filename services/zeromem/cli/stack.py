@@ -3,6 +3,10 @@
 Starts the embedded servers unless NATS_URL / REDIS_URL point elsewhere, provisions the
 streams, then runs the workers and the read services as child processes (one Python
 process per core's worth of work), and stops everything cleanly on Ctrl-C or SIGTERM.
+
+Secure by default: the embedded servers trust the authority under ``{data_dir}/auth``
+(created on the first start), each child runs under its service identity, and the CLI
+in the same directory finds the authority through ``stack.json`` (docs/security.md).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import time
 
 from zeromem.bus import connect_nats, provision
 from zeromem.embedded import EmbeddedStack
+from zeromem.embedded.stack import settings_for_role
 from zeromem.settings import Settings
 
 
@@ -38,9 +43,13 @@ async def _provision(settings: Settings) -> None:
 def run_up(
     settings: Settings, workers: int, readers: int, metrics_port: int = 0, quiet: bool = False
 ) -> int:
+    # Both servers embedded: both secured by the local authority. Servers of your own come
+    # with their own credentials (ZEROMEM_NATS_CREDS, a Redis user in the URL).
+    embedded = not settings.nats_url and not settings.redis_url
     stack = EmbeddedStack(settings.data_dir, nats_url=settings.nats_url,
-                          redis_url=settings.redis_url).start()  # fmt: skip
+                          redis_url=settings.redis_url, secure=embedded).start()  # fmt: skip
     settings = settings.with_urls(stack.nats_url, stack.redis_url)
+    authority = stack.authority
     children: list[subprocess.Popen[bytes]] = []
     stopping = False
 
@@ -51,29 +60,38 @@ def run_up(
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     try:
-        asyncio.run(_provision(settings))
+        asyncio.run(_provision(settings_for_role(settings, authority, "admin")))
         env = dict(os.environ)
         env.update(
             ZEROMEM_NATS_URL=settings.nats_url,
             ZEROMEM_REDIS_URL=settings.redis_url,
             ZEROMEM_SHARDS=str(settings.shards),
         )
+
+        def role_env(role: str) -> dict[str, str]:
+            """The child's identity: its creds file, its Redis user and password."""
+            if authority is None:
+                return env
+            as_role = settings_for_role(settings, authority, role)
+            return dict(env, ZEROMEM_NATS_CREDS=as_role.nats_creds,
+                        ZEROMEM_REDIS_URL=as_role.redis_url)  # fmt: skip
         # With --metrics-port P: the read services scrape at P, P+1, ..., then the workers.
         ports = (
             iter(range(metrics_port, metrics_port + readers + workers)) if metrics_port else None
         )
         endpoints = []
 
-        def child_env() -> dict[str, str]:
+        def child_env(role: str) -> dict[str, str]:
+            base = role_env(role)
             if ports is None:
-                return env
+                return base
             port = next(ports)
-            endpoints.append(f"http://127.0.0.1:{port}/metrics")
-            return dict(env, ZEROMEM_METRICS_PORT=str(port))
+            endpoints.append(f"http://{settings.metrics_host}:{port}/metrics")
+            return dict(base, ZEROMEM_METRICS_PORT=str(port))
 
-        children += [_spawn(["serve"], child_env()) for _ in range(readers)]
-        children += [_spawn(["worker", "--index", str(i), "--count", str(workers)], child_env())
-                     for i in range(workers)]  # fmt: skip
+        children += [_spawn(["serve"], child_env("reader")) for _ in range(readers)]
+        children += [_spawn(["worker", "--index", str(i), "--count", str(workers)],
+                            child_env("worker")) for i in range(workers)]  # fmt: skip
         if not quiet:
             print(
                 f"zeromem is up ({settings.shards} shards, {workers} worker process(es), "
@@ -81,6 +99,8 @@ def run_up(
                 f"  NATS_URL={settings.nats_url}\n"
                 f"  REDIS_URL={settings.redis_url}\n"
                 f"  data: {stack.data_dir}\n"
+                + (f"  auth: {authority.directory} (agents: `zeromem auth issue TENANT AGENT`)\n"
+                   if authority is not None else "  auth: off (servers of your own)\n")
                 + (f"  metrics: {' '.join(endpoints)}\n" if endpoints else "")
                 + "From another shell in this directory:  zeromem put user:u1:pref_lang '\"zh\"'"
                 "  then  zeromem get user:u1:pref_lang\n"

@@ -136,11 +136,13 @@ async def run(turns: int, budget: int, seed: int, console: Console) -> dict[str,
     reader = InMemoryMetricReader()
     telemetry = Telemetry(MeterProvider(metric_readers=[reader]))
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
-        settings = Settings(nats_url=stack.nats_url, redis_url=stack.redis_url, shards=8)
+        settings = stack.settings_for(Settings(shards=8, auth_dir=str(stack.authority.directory)),
+                                      "admin")  # fmt: skip
         services = await InProcessServices.start(settings, telemetry=telemetry)
         agents = [Agent(name, await MemoryClient.connect(stack.nats_url, tenant="demo",
                                                            agent=name, shards=settings.shards,
-                                                           telemetry=telemetry))
+                                                           telemetry=telemetry,
+                                                           settings=settings))
                   for name in ("planner", "worker-a", "worker-b")]  # fmt: skip
         encoder = default_encoder()
         try:

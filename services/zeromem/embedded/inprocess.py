@@ -22,12 +22,22 @@ class InProcessServices:
 
     @classmethod
     async def start(
-        cls, settings: Settings, *, worker_cls: Any = None, telemetry: Telemetry | None = None
-    ) -> InProcessServices:
+        cls, settings: Settings, *, worker_cls: Any = None, telemetry: Telemetry | None = None,
+        authority: Any = None,
+    ) -> InProcessServices:  # fmt: skip
+        """The workers and read services on ``settings``' servers; with ``authority``,
+        each under its own service identity (NATS credential and Redis user)."""
+        from zeromem.embedded.stack import settings_for_role
         from zeromem.serve import ReadServices
         from zeromem.worker.service import WorkerService
 
+        if authority is None and settings.auth_dir:
+            from zeromem.auth.authority import Authority
+
+            authority = Authority.load(settings.authority_dir)
         services = cls(settings)
+        reader_settings = settings_for_role(settings, authority, "reader")
+        settings = settings_for_role(settings, authority, "worker")
         nc = await connect_nats(settings, name="zeromem-worker")
         redis = connect_redis(settings)
         services.closers += [nc.close, redis.aclose]
@@ -43,9 +53,9 @@ class InProcessServices:
         await worker.wait_owned()
         services.workers.append(worker)
 
-        read_redis = connect_redis(settings)
+        read_redis = connect_redis(reader_settings)
         services.closers.append(read_redis.aclose)
-        services.readers.append(await ReadServices.start(settings, read_redis, telemetry))
+        services.readers.append(await ReadServices.start(reader_settings, read_redis, telemetry))
         return services
 
     async def stop(self) -> None:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 class ServerNotFoundError(RuntimeError):
@@ -148,13 +149,31 @@ class EmbeddedServer:
 
 
 class NatsServer(EmbeddedServer):
+    """nats-server with JetStream. Given an authority, it runs in operator mode: every
+    connection must present a credential the authority signed (docs/security.md)."""
+
     name = "nats"
+
+    def __init__(self, data_dir: Path, port: int | None = None, authority: Any = None) -> None:
+        super().__init__(data_dir, port)
+        self.authority = authority
 
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / "nats.conf"
+
     def command(self) -> list[str]:
+        if self.authority is not None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            config = self.authority.nats_config(
+                host="127.0.0.1", port=self.port, store_dir=self.data_dir / "jetstream",
+                resolver_dir=self.data_dir / "accounts", server_name="zeromem-embedded")
+            self.config_path.write_text(config)
+            return [find_nats_server(), "-c", str(self.config_path)]
         return [
             find_nats_server(),
             "--addr", "127.0.0.1",
@@ -166,7 +185,14 @@ class NatsServer(EmbeddedServer):
 
 
 class RedisServer(EmbeddedServer):
+    """A Redis-compatible server. Given an ACL file's text, the default user is off and
+    every service logs in as its own ACL user (``zeromem.auth.redis_acl``)."""
+
     name = "redis"
+
+    def __init__(self, data_dir: Path, port: int | None = None, acl: str = "") -> None:
+        super().__init__(data_dir, port)
+        self.acl = acl
 
     @property
     def url(self) -> str:
@@ -184,4 +210,14 @@ class RedisServer(EmbeddedServer):
             "--save", "",
             "--daemonize", "no",
             "--protected-mode", "no",
+            *self._acl_arguments(),
         ]  # fmt: skip
+
+    def _acl_arguments(self) -> list[str]:
+        if not self.acl:
+            return []
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        path = self.data_dir / "users.acl"
+        path.write_text(self.acl)
+        path.chmod(0o600)
+        return ["--aclfile", str(path)]

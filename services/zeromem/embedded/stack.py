@@ -11,6 +11,7 @@ import os
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from zeromem.embedded.servers import NatsServer, RedisServer, port_is_free
@@ -23,6 +24,7 @@ class StackInfo:
     nats_url: str
     redis_url: str
     pid: int
+    auth_dir: str = ""  # the authority the servers trust ("" for an open stack)
 
 
 def _reachable(url: str) -> bool:
@@ -60,15 +62,31 @@ def find_running_stack(data_dir: Path) -> StackInfo | None:
 class EmbeddedStack:
     """nats-server with JetStream and a Redis-compatible server under one data dir.
 
-    Data survives a restart: JetStream's store and Redis's append-only file stay in the
-    data dir, and the previous ports are reused when they are free.
+    Secure by default: the servers trust an issuing authority kept in ``{data_dir}/auth``
+    (created on first start; ``authority=`` shares one between stacks, as the tests do),
+    NATS refuses any connection without one of its credentials and Redis any client that
+    is not one of its ACL users. ``secure=False`` runs both open (the benchmarks' "auth
+    off" baseline). Data survives a restart: JetStream's store and Redis's append-only
+    file stay in the data dir, and the previous ports are reused when they are free.
     """
 
-    def __init__(self, data_dir: Path, *, nats_url: str = "", redis_url: str = "") -> None:
+    def __init__(self, data_dir: Path, *, nats_url: str = "", redis_url: str = "",
+                 secure: bool = True, authority: Any = None) -> None:  # fmt: skip
+        from zeromem.auth.authority import REDIS_ROLES, Authority
+        from zeromem.auth.redis_acl import acl_file
+
         self.data_dir = Path(data_dir).resolve()
+        self.authority = None
+        if secure:
+            self.authority = authority or Authority.load_or_create(self.data_dir / "auth")
+        acl = ""
+        if self.authority is not None:
+            acl = acl_file({r: self.authority.redis_password(r) for r in REDIS_ROLES})
         nats_port, redis_port = _previous_ports(self.data_dir)
-        self.nats = None if nats_url else NatsServer(self.data_dir / "nats", nats_port)
-        self.redis = None if redis_url else RedisServer(self.data_dir / "redis", redis_port)
+        self.nats = None if nats_url else NatsServer(self.data_dir / "nats", nats_port,
+                                                     authority=self.authority)  # fmt: skip
+        self.redis = None if redis_url else RedisServer(self.data_dir / "redis", redis_port,
+                                                        acl=acl)  # fmt: skip
         self._nats_url = nats_url
         self._redis_url = redis_url
 
@@ -90,9 +108,16 @@ class EmbeddedStack:
             self.stop()
             raise
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        info = StackInfo(self.nats_url, self.redis_url, os.getpid())
+        auth_dir = str(self.authority.directory) if self.authority is not None else ""
+        info = StackInfo(self.nats_url, self.redis_url, os.getpid(), auth_dir)
         (self.data_dir / STATE_FILE).write_text(json.dumps(asdict(info), indent=2) + "\n")
         return self
+
+    def settings_for(self, settings: Any, role: str) -> Any:
+        """``settings`` pointed at this stack, as service ``role`` (``worker``,
+        ``reader``, ``admin``): its NATS credential and its Redis user."""
+        return settings_for_role(settings.with_urls(self.nats_url, self.redis_url),
+                                 self.authority, role)  # fmt: skip
 
     def stop(self) -> None:
         for server in (self.redis, self.nats):
@@ -110,3 +135,18 @@ class EmbeddedStack:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def settings_for_role(settings: Any, authority: Any, role: str) -> Any:
+    """``settings`` (URLs set) as service ``role`` of ``authority``'s deployment: the
+    role's creds file, and its Redis user and password in the Redis URL. Unchanged when
+    ``authority`` is None (an open stack)."""
+    from dataclasses import replace
+
+    from zeromem.auth.redis_acl import url_with_user
+
+    if authority is None:
+        return settings
+    return replace(settings, nats_creds=str(authority.service_creds_path(role)),
+                   redis_url=url_with_user(settings.redis_url, role,
+                                           authority.redis_password(role)))  # fmt: skip

@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import threading
 from collections.abc import Coroutine, Iterable
 from datetime import UTC, datetime
@@ -155,16 +156,23 @@ class ZeromemStore(BaseStore):
         cls,
         url: str | None = None,
         *,
-        tenant: str = "default",
-        agent: str = "langgraph",
+        tenant: str | None = None,
+        agent: str | None = None,
         shards: int | None = None,
+        creds: str | None = None,
         **kwargs: Any,
     ) -> ZeromemStore:
-        """A store usable from synchronous code: its client lives on a daemon loop thread."""
+        """A store usable from synchronous code: its client lives on a daemon loop thread.
+        ``creds``: the agent's creds file (else ZEROMEM_CREDS / NATS_CREDS, or the local
+        stack's authority, as ``MemoryClient.connect``); tenant and agent default to the
+        credential's, else ``default`` and ``langgraph``."""
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, daemon=True, name="zeromem-store")
         thread.start()
-        connect = MemoryClient.connect(url, tenant=tenant, agent=agent, shards=shards)
+        if creds is None and not (os.environ.get("ZEROMEM_CREDS") or os.environ.get("NATS_CREDS")
+                                  or os.environ.get("ZEROMEM_NATS_CREDS")):  # fmt: skip
+            tenant, agent = tenant or "default", agent or "langgraph"
+        connect = MemoryClient.connect(url, tenant=tenant, agent=agent, shards=shards, creds=creds)
         client = asyncio.run_coroutine_threadsafe(connect, loop).result()
         store = cls(client, loop=loop, **kwargs)
         store._thread = thread

@@ -19,7 +19,8 @@ from zeromem.settings import Settings
 async def local_stack(
     data_dir: Path | str | None = None, *, shards: int = 4
 ) -> AsyncIterator[Settings]:
-    """Yield :class:`Settings` pointing at a running stack; everything stops on exit."""
+    """Yield :class:`Settings` pointing at a running stack (as its administrator);
+    everything stops on exit."""
     from zeromem.embedded import EmbeddedStack
     from zeromem.embedded.inprocess import InProcessServices
 
@@ -29,14 +30,26 @@ async def local_stack(
         root = Path(data_dir)
         stack = EmbeddedStack(root / "stack").start()
         exits.callback(stack.stop)
-        settings = Settings(
-            nats_url=stack.nats_url,
-            redis_url=stack.redis_url,
-            data_dir=root / "data",
-            shards=shards,
-        )
+        # Secured like `zeromem up`: the services run under their own identities, and a
+        # client given these settings (``MemoryClient.connect(..., settings=settings)``)
+        # gets a credential for its tenant and agent from the stack's authority.
+        settings = stack.settings_for(Settings(data_dir=root / "data", shards=shards,
+                                               auth_dir=str(stack.authority.directory)),
+                                      "admin")  # fmt: skip
         services = await InProcessServices.start(settings)
         try:
             yield settings
         finally:
             await services.stop()
+
+
+def issue_credentials(settings: Settings, tenant: str, agent: str) -> Path:
+    """A creds file for ``agent`` of ``tenant`` from the local stack's authority (what
+    ``zeromem auth issue`` does from the command line), under the data directory. Pass it
+    as ``MemoryClient.connect(creds=...)`` or in ``ZEROMEM_CREDS``."""
+    from zeromem.auth.authority import Authority
+
+    authority = Authority.load(settings.authority_dir)
+    authority.create_tenant(tenant)
+    path = Path(settings.data_dir) / "creds" / f"{tenant}-{agent}.creds"
+    return authority.issue_agent(tenant, agent).write(path)

@@ -74,8 +74,9 @@ async def publish_archive(
     command = Archive(id=new_command_id(), tenant=tenant, agent=agent, ts=time.time(),
                       key=owner, older_than=cutoff, prefix=prefix)  # fmt: skip
     shard = naming.shard_for(tenant, owner, settings.shards)
-    await nc.jetstream().publish(naming.command_subject(tenant, shard), encode(command),
-                                 headers={naming.MSG_ID_HEADER: command.id})  # fmt: skip
+    await nc.jetstream().publish(naming.command_subject(tenant, shard, agent), encode(command),
+                                 headers={naming.MSG_ID_HEADER: naming.command_dedupe_id(
+                                     tenant, agent, command.id)})  # fmt: skip
     return command.id
 
 

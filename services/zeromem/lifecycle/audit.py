@@ -14,7 +14,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
-from nats.js.api import DeliverPolicy
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from zeromem import naming
 from zeromem.lifecycle.redact import Redactor
@@ -111,59 +113,65 @@ async def read_audit(
     idle_timeout: float = 2.0,
 ) -> list[AuditEntry]:
     """The tenant's audit records in stream order, filtered. A key matches an entry about
-    it, a read of it, and a forget / archive that touched it."""
+    it, a read of it, and a forget / archive that touched it.
+
+    Read through a pull consumer whose filter (the tenant's audit subjects) is named in its
+    create subject: the server lets an auditor's credential create no other (an agent's
+    credential none at all). How many records there are is known when it is created, so
+    the read stops at the last one without waiting."""
     js = nc.jetstream()
-    subject = naming.audit_tenant_subject(tenant)
-    try:
-        info = await js.stream_info(naming.AUDIT_STREAM)
-    except Exception:
-        return []
-    last = info.state.last_seq
-    if not last:
-        return []
-    kwargs: dict[str, Any] = {"deliver_policy": DeliverPolicy.ALL}
+    config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
     if since is not None:
         from datetime import UTC, datetime
 
-        kwargs = {"deliver_policy": DeliverPolicy.BY_START_TIME,
-                  "opt_start_time": datetime.fromtimestamp(since, UTC).isoformat()}  # fmt: skip
-    sub = await js.subscribe(subject, ordered_consumer=True, **_config(kwargs))
+        start = datetime.fromtimestamp(since, UTC).isoformat()
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=start)
+    config.name = nc._nuid.next().decode()
+    config.filter_subject = naming.audit_tenant_subject(tenant)
+    config.ack_policy = AckPolicy.NONE
+    config.inactive_threshold = 60.0
+    config.mem_storage = True
+    config.num_replicas = 1
+    try:
+        info = await js.add_consumer(naming.AUDIT_STREAM, config)
+    except NotFoundError:  # no audit stream yet: nothing was ever recorded
+        return []
+    except NatsTimeoutError:
+        raise PermissionError(
+            "no answer to opening the audit trail: this credential may not read it (issue "
+            "one with `zeromem auth issue TENANT AGENT --audit`), or JetStream is down"
+        ) from None
+    remaining = info.num_pending or 0
     out: list[AuditEntry] = []
     seen: set[tuple[str, str]] = set()
+    sub = await js.pull_subscribe_bind(consumer=config.name, stream=naming.AUDIT_STREAM)
     try:
-        while True:
+        while remaining > 0:
             try:
-                msg = await sub.next_msg(timeout=idle_timeout)
-            except TimeoutError:
-                break
+                msgs = await sub.fetch(min(remaining, 256), timeout=idle_timeout)
             except Exception as exc:  # nats' own timeout type
                 if "Timeout" in type(exc).__name__:
                     break
                 raise
-            entries = decode(msg.data, AuditBatch).entries
-            for entry in entries:
-                if entry.kind == "write":
-                    ident = (entry.command_id, entry.status)
-                    if ident in seen:
-                        continue
-                    seen.add(ident)
-                if _matches(entry, key, agent):
-                    out.append(entry)
-            meta = msg.metadata
-            if meta.sequence.stream >= last or meta.num_pending == 0:
-                break
+            for msg in msgs:
+                remaining -= 1
+                for entry in decode(msg.data, AuditBatch).entries:
+                    if entry.kind == "write":
+                        ident = (entry.command_id, entry.status)
+                        if ident in seen:
+                            continue
+                        seen.add(ident)
+                    if _matches(entry, key, agent):
+                        out.append(entry)
+                remaining = min(remaining, msg.metadata.num_pending)
             if limit is not None and len(out) >= limit:
                 break
     finally:
         with contextlib.suppress(Exception):
             await sub.unsubscribe()
+        with contextlib.suppress(Exception):
+            await js.delete_consumer(naming.AUDIT_STREAM, config.name)
     return out[-limit:] if limit else out
-
-
-def _config(kwargs: dict[str, Any]) -> dict[str, Any]:
-    from nats.js.api import ConsumerConfig
-
-    return {"config": ConsumerConfig(**kwargs)}
 
 
 def _matches(entry: AuditEntry, key: str | None, agent: str | None) -> bool:

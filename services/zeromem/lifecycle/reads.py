@@ -55,8 +55,10 @@ class ReadRecorder:
             log.exception("could not record a read")
 
     async def _touch(self, tenant: str, reader: str, key: str, now: float) -> None:
-        command = Touch(id=new_command_id(), tenant=tenant, agent=reader or "reader", ts=now,
-                        key=key)  # fmt: skip
+        # On behalf of the reader, whom the query's subject named (the server vouched).
+        agent = reader or "reader"
+        command = Touch(id=new_command_id(), tenant=tenant, agent=agent, ts=now, key=key)
         shard = naming.shard_for(tenant, owner_of(key), self.shards)
-        await self._publish(naming.command_subject(tenant, shard), encode(command),
-                            {naming.MSG_ID_HEADER: command.id})  # fmt: skip
+        await self._publish(naming.command_subject(tenant, shard, agent), encode(command),
+                            {naming.MSG_ID_HEADER: naming.command_dedupe_id(
+                                tenant, agent, command.id)})  # fmt: skip

@@ -141,8 +141,11 @@ async def rebuild(
                     break  # nothing more within the filter
                 by_shard: dict[int, list] = {}
                 for msg in msgs:
-                    shard = int(msg.subject.rsplit(".", 1)[1])
                     position = stream_position(msg.reply)[0]
+                    try:
+                        shard = naming.parse_command_subject(msg.subject)[1]
+                    except ValueError:
+                        continue  # never delivered to a shard, so never applied
                     if position > last:
                         break  # published after the rebuild began: the workers apply it
                     by_shard.setdefault(shard, []).append(msg)

@@ -46,19 +46,32 @@ def error_response(code: str, message: str) -> NatsResponse:
 
 
 def _admit(msg: NatsMessage, type_: type[T]) -> T | NatsResponse:
-    """The decoded request, or the error reply: bad bytes, or a tenant in the payload that
-    is not the subject's (tenants are isolated by subject, so a payload may not cross)."""
+    """The decoded request, or the error reply: bad bytes, or a tenant or reader in the
+    payload that is not the subject's. The subject's are what the server let this caller
+    use, so the reader recorded with the read is the subject's agent."""
     try:
         request = decode(msg.body, type_)
     except msgspec.DecodeError as exc:
         return error_response("bad_request", str(exc))
-    if request.tenant != _tenant_of(msg.raw_message.subject):  # type: ignore[attr-defined]
-        return error_response("bad_request", "tenant does not match the subject")
-    return request
+    checked = reader_from_subject(request, msg.raw_message.subject)  # type: ignore[attr-defined]
+    if isinstance(checked, str):
+        return error_response("bad_request", checked)
+    return checked
 
 
-def _tenant_of(subject: str) -> str:
-    return subject.split(".")[2]
+def reader_from_subject(request: T, subject: str) -> T | str:
+    """``request`` with its reader set from the query subject, or why it is refused (a
+    tenant or a reader in the payload that the subject does not name)."""
+    try:
+        tenant, agent, _ = naming.parse_query_subject(subject)
+    except ValueError as exc:
+        return str(exc)
+    if request.tenant != tenant:  # type: ignore[attr-defined]
+        return "tenant does not match the subject"
+    reader = request.reader  # type: ignore[attr-defined]
+    if reader and reader != agent:
+        return f"reader {reader!r} does not match the subject's agent {agent!r}"
+    return request if reader else msgspec.structs.replace(request, reader=agent)  # type: ignore[type-var]
 
 
 def broker_publisher(broker: NatsBroker):  # type: ignore[no-untyped-def]

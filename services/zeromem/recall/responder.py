@@ -20,6 +20,7 @@ from opentelemetry import propagate
 from opentelemetry.trace import SpanKind
 
 from zeromem import naming
+from zeromem.query.service import reader_from_subject
 from zeromem.recall.service import RecallError, RecallService
 from zeromem.schemas import ErrorReply, RecallRequest, decode, encode
 
@@ -66,9 +67,11 @@ class RecallResponder:
         except msgspec.DecodeError as exc:
             await self._error(msg, "bad_request", str(exc))
             return
-        if request.tenant != msg.subject.split(".")[2]:
-            await self._error(msg, "bad_request", "tenant does not match the subject")
+        checked = reader_from_subject(request, msg.subject)
+        if isinstance(checked, str):
+            await self._error(msg, "bad_request", checked)
             return
+        request = checked
         # The agent's trace continues here: one agent turn is one trace.
         parent = propagate.extract(msg.headers or {})
         tracer = self.service.telemetry.tracer

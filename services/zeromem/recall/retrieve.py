@@ -30,7 +30,7 @@ from typing import Any
 
 import msgspec
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from zeromem import naming
 from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, Card, card_of, decode_card
@@ -398,11 +398,17 @@ async def _decode_rows(
         out[key] = (card, liked, disliked, important, tokens, int(dl) if dl else 0)
     if missing:
         token_field = f"tk:{encoding}"
-        async with redis.pipeline(transaction=False) as pipe:
-            for key, count in missing:
-                # only while the memory exists: never resurrect a hash the reaper removed
-                pipe.eval(_CACHE_TOKENS_LUA, 1, keys.item(key), token_field, count)
-            await pipe.execute()
+        try:
+            async with redis.pipeline(transaction=False) as pipe:
+                for key, count in missing:
+                    # only while the memory exists: never resurrect a hash the reaper removed
+                    pipe.eval(_CACHE_TOKENS_LUA, 1, keys.item(key), token_field, count)
+                await pipe.execute()
+        except ResponseError as exc:
+            # A read service's Redis user may not write memories (docs/security.md): the
+            # count is only a cache, the workers keep the default encoding's.
+            if "NOPERM" not in str(exc):
+                raise
     return out
 
 

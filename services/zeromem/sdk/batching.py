@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from zeromem import naming
 from zeromem.schemas import encode_batch
@@ -38,9 +39,12 @@ class _Buffer:
 
 
 class CommandBatcher:
-    def __init__(self, acks: AckCounter, max_commands: int = MAX_COMMANDS,
-                 max_bytes: int = MAX_BYTES) -> None:  # fmt: skip
+    def __init__(
+        self, acks: AckCounter, max_commands: int = MAX_COMMANDS, max_bytes: int = MAX_BYTES,
+        dedupe_id: Callable[[str], str] = lambda command_id: command_id,
+    ) -> None:  # fmt: skip
         self.acks = acks
+        self.dedupe_id = dedupe_id  # a message's Nats-Msg-Id from its (first) command id
         self.max_commands = max_commands
         self.max_bytes = max_bytes
         self.unsent = 0  # commands a failed send dropped (each failure is logged)
@@ -73,10 +77,10 @@ class CommandBatcher:
         count = len(buffer.parts)
         try:
             if count == 1:  # alone: a plain command message, as any publisher sends it
-                await self.acks.send(subject, buffer.parts[0],
-                                     {naming.MSG_ID_HEADER: buffer.first_id})  # fmt: skip
+                once = self.dedupe_id(buffer.first_id)
+                await self.acks.send(subject, buffer.parts[0], {naming.MSG_ID_HEADER: once})
                 return
-            headers = {naming.MSG_ID_HEADER: f"{buffer.first_id}+{count}",
+            headers = {naming.MSG_ID_HEADER: self.dedupe_id(f"{buffer.first_id}+{count}"),
                        naming.BATCH_HEADER: str(count)}  # fmt: skip
             await self.acks.send(subject, encode_batch(buffer.parts), headers, commands=count)
         except Exception:

@@ -11,14 +11,18 @@ Reads go over NATS request-reply to the query service, so an agent never needs R
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import functools
+import hashlib
 import logging
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Any, TypeVar
 
 import nats
@@ -29,6 +33,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from opentelemetry import propagate, trace
 
 from zeromem import naming
+from zeromem.auth.authority import AuthError, Credential
 from zeromem.ids import new_command_id
 from zeromem.schemas import (
     CONTENT_MAX_CHARS,
@@ -137,7 +142,11 @@ class MemoryClient:
         own_connection: bool = False,
         telemetry: Telemetry | None = None,
         batch: bool = True,
+        dedupe_secret: bytes = b"",
     ) -> None:
+        """A client on an open connection ``nc``. With authentication on, ``nc`` must be
+        connected with this agent's credential and inbox prefix (``connect`` does both):
+        the server refuses any other agent's subjects."""
         self.nc = nc
         self.js = nc.jetstream()
         self.tenant = tenant
@@ -145,12 +154,16 @@ class MemoryClient:
         self.shards = shards
         self.timeout = timeout
         self._own_connection = own_connection
-        self._inbox = naming.reply_inbox_prefix(uuid.uuid4().hex)
+        self._inbox = f"{naming.agent_inbox_prefix(tenant, agent)}.{uuid.uuid4().hex}"
+        # The key of the dedupe ids' hash (see ``_dedupe_id``): the credential's secret,
+        # so an id is the same for every process of this agent and nobody else's.
+        self._dedupe_key = hashlib.blake2b(dedupe_secret or os.urandom(32),
+                                           digest_size=32).digest()  # fmt: skip
         self._waiting: dict[str, asyncio.Future[Result]] = {}
         self._reply_sub: Any = None
         self._acks = AckCounter(nc, self._inbox)
         # fire-and-forget commands to one shard, issued back to back, share a message
-        self._batcher = CommandBatcher(self._acks) if batch else None
+        self._batcher = CommandBatcher(self._acks, dedupe_id=self._dedupe_id) if batch else None
         self.telemetry = telemetry or Telemetry()
         self._published = self.telemetry.commands_published
         # An agent writes the same keys again and again, and parsing and hashing each was
@@ -162,32 +175,49 @@ class MemoryClient:
         cls,
         url: str | None = None,
         *,
-        tenant: str = "default",
-        agent: str = "agent",
+        tenant: str | None = None,
+        agent: str | None = None,
+        creds: str | Path | Credential | None = None,
+        token: str | None = None,
         shards: int | None = None,
         timeout: float = 5.0,
         telemetry: Telemetry | None = None,
         batch: bool = True,
+        settings: Any = None,
     ) -> MemoryClient:
         """Connect to ``url``; without one, ZEROMEM_NATS_URL / NATS_URL, then the embedded
-        stack ``zeromem up`` runs in this directory. ``batch=False`` sends every
-        fire-and-forget write as a message of its own (see ``zeromem.sdk.batching``)."""
+        stack ``zeromem up`` runs in this directory. ``creds`` is a creds file (or
+        ``token`` a bearer token) issued by ``zeromem auth issue``; without either, the
+        environment's (ZEROMEM_CREDS, NATS_CREDS, ZEROMEM_TOKEN), then the local stack's
+        authority (see ``zeromem.auth.credentials``). ``tenant`` and ``agent`` default to
+        the credential's own. ``batch=False`` sends every fire-and-forget write as a
+        message of its own (see ``zeromem.sdk.batching``). ``settings`` (default: from the
+        environment) says where the local stack and its authority are."""
+        from zeromem.auth.credentials import agent_credential, check_identity, nats_options
         from zeromem.settings import Settings
 
-        settings = Settings.from_env()
+        settings = settings or Settings.from_env()
         if not url:
             url = settings.nats_url or _embedded_nats_url(settings)
+        credential = agent_credential(settings, tenant or "default", agent or "agent", creds,
+                                      token)  # fmt: skip
+        tenant, agent = check_identity(credential, tenant or "", agent or "")
+        tenant, agent = tenant or "default", agent or "agent"
         made: list[MemoryClient] = []
 
         async def on_reconnect() -> None:
             for client in made:
                 client._acks.forget_outstanding()
 
-        nc = await nats.connect(url, name=f"zeromem-sdk-{agent}", max_reconnect_attempts=-1,
-                                reconnect_time_wait=0.25, reconnected_cb=on_reconnect)  # fmt: skip
+        options = nats_options(settings.with_urls(url, settings.redis_url), credential,
+                               inbox_prefix=naming.agent_inbox_prefix(tenant, agent))  # fmt: skip
+        nc = await _connect_or_refused(url, name=f"zeromem-sdk-{agent}", max_reconnect_attempts=-1,
+                                       reconnect_time_wait=0.25, reconnected_cb=on_reconnect,
+                                       **options)  # fmt: skip
+        secret = (credential.seed or credential.jwt).encode() if credential else b""
         client = cls(nc, tenant=tenant, agent=agent, shards=shards or settings.shards,
                      timeout=timeout, own_connection=True, telemetry=telemetry,
-                     batch=batch)  # fmt: skip
+                     batch=batch, dedupe_secret=secret)  # fmt: skip
         made.append(client)
         return client
 
@@ -386,10 +416,10 @@ class MemoryClient:
         on the import subject, where a put may carry older times (``zeromem import``; a
         credential needs the right to publish there)."""
         wait = wait if type(wait) is Wait else Wait(wait)
-        subject, named = self._route(command.tenant, command.key, importing)
+        subject, named = self._route(command.tenant, command.agent, command.key, importing)
         owner_command = type(command) in (Forget, Archive)
         key = command.key if named or owner_command else f"{command.key}:{command.id}"
-        headers = {naming.MSG_ID_HEADER: command.id}
+        headers = {naming.MSG_ID_HEADER: self._dedupe_id(command.id)}
         traced = trace.get_current_span().get_span_context().is_valid
         if traced:
             # W3C trace context rides in the headers: the worker's apply joins this trace.
@@ -433,16 +463,26 @@ class MemoryClient:
         )
         return Receipt(command.id, key, status, ack.seq, bool(ack.duplicate), result)
 
-    def route(self, tenant: str, key: str, importing: bool = False) -> tuple[str, bool]:
+    def route(self, tenant: str, agent: str, key: str,
+              importing: bool = False) -> tuple[str, bool]:  # fmt: skip
         """(the subject a command on ``key`` goes to, whether the key names a memory)."""
-        return self._route(tenant, key, importing)
+        return self._route(tenant, agent, key, importing)
 
-    def _find_route(self, tenant: str, key: str, importing: bool) -> tuple[str, bool]:
+    def _find_route(self, tenant: str, agent: str, key: str,
+                    importing: bool = False) -> tuple[str, bool]:  # fmt: skip
         """(the command or import subject, whether the key names a memory)."""
         parsed = MemoryKey.parse(key)  # fail fast, in the agent, on a bad key
         shard = naming.shard_for(tenant, parsed.owner, self.shards)
         subject = naming.import_subject if importing else naming.command_subject
-        return subject(tenant, shard), parsed.name is not None
+        return subject(tenant, shard, agent), parsed.name is not None
+
+    def _dedupe_id(self, command_id: str) -> str:
+        """JetStream's dedupe id of a command: scoped to this tenant and agent, and a keyed
+        hash of the command id, so another client can neither collide with it by chance
+        nor publish it first to have this command dropped as a duplicate."""
+        digest = hashlib.blake2b(command_id.encode(), key=self._dedupe_key, digest_size=15)
+        return naming.command_dedupe_id(self.tenant, self.agent,
+                                        base64.b32encode(digest.digest()).decode())  # fmt: skip
 
     async def _ensure_reply_subscription(self) -> None:
         if self._reply_sub is None:
@@ -543,7 +583,7 @@ class MemoryClient:
         return [m for m in reply.memories if not m.via]
 
     async def _request(self, kind: str, request: Any, reply_type: type[T]) -> T:
-        subject = naming.query_subject(self.tenant, kind)
+        subject = naming.query_subject(self.tenant, self.agent, kind)
         headers: dict[str, str] = {}
         if trace.get_current_span().get_span_context().is_valid:
             propagate.inject(headers)
@@ -565,6 +605,43 @@ def _fit_content(content: str | None) -> str | None:
     from zeromem.encoding import default_encoder
 
     return default_encoder().encode(content)
+
+
+def _refused(error: Exception) -> bool:
+    text = str(error).lower()
+    return "authorization violation" in text or "authentication" in text
+
+
+async def _connect_or_refused(url: str, **options: Any) -> NatsClient:
+    """``nats.connect``, except that a credential the server refuses (revoked, expired,
+    from another authority) fails at once instead of being retried for ever; and once
+    connected, a refusal (the credential revoked meanwhile) closes the connection, so the
+    next operation fails instead of waiting on reconnects that cannot succeed."""
+    refused: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
+    holder: list[NatsClient] = []
+
+    async def on_error(error: Exception) -> None:
+        # A permission violation is the server refusing something this client sent
+        # (another agent's subject, say): say so rather than let a wait time out silently.
+        log.warning("NATS: %s", error)
+        if not _refused(error):
+            return
+        if not refused.done():
+            refused.set_result(error)
+        if holder and not holder[0].is_closed:
+            asyncio.get_running_loop().create_task(holder[0].close())
+
+    connecting = asyncio.ensure_future(nats.connect(url, error_cb=on_error, **options))
+    await asyncio.wait({connecting, refused}, return_when=asyncio.FIRST_COMPLETED)
+    if not connecting.done():
+        connecting.cancel()
+        with contextlib.suppress(BaseException):
+            await connecting
+        raise AuthError(f"the NATS server refused this credential ({refused.result()}): "
+                        "revoked, expired, or not issued by this deployment")  # fmt: skip
+    nc = connecting.result()
+    holder.append(nc)
+    return nc
 
 
 def _embedded_nats_url(settings: Any) -> str:

@@ -10,24 +10,34 @@ order. ``since_time`` resumes from a
 moment instead. Events repeated by the log itself (a worker that crashed between apply
 and acknowledgement publishes its results again) are dropped by command id, so a
 subscriber sees each change once.
+
+The feed reads through a pull consumer of its own whose filter is named in the consumer's
+create subject: the server lets an agent create consumers on ``ZM_CHANGES`` only with a
+filter inside its own tenant (docs/security.md). If the consumer goes away (idle past
+``IDLE_S``, a server restart) the feed opens a new one after the last message it saw.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
-from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from zeromem import naming
 from zeromem.schemas import Applied, Conflict, Result, decode_results
 
 _SEEN_LIMIT = 65536  # command ids remembered for dropping repeats
 _SCALE = naming.MAX_BATCH_RESULTS
+IDLE_S = 300.0  # the server drops a feed's consumer nobody pulled from for this long
+_FETCH = 256  # messages per pull
+_POLL_S = 5.0  # one pull's longest wait when the caller waits without a limit
 
 
 def results_of(msg: Any) -> list[Result]:
@@ -95,6 +105,8 @@ class ChangeFeed:
         self._since_time = since_time
         self._from_start = from_start
         self._sub: Any = None
+        self._stream_seq = 0  # the last change-stream message this feed has seen
+        self._name = ""  # its consumer
         self._seen: OrderedDict[str, None] = OrderedDict()
 
     async def start(self) -> ChangeFeed:
@@ -110,28 +122,59 @@ class ChangeFeed:
             )
         elif self._from_start:
             config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
-        subject = naming.change_watch_subject(self.tenant, self.namespace, self.owner_id)
-        self._sub = await self.nc.jetstream().subscribe(
-            subject, stream=naming.CHANGE_STREAM, ordered_consumer=True, config=config
-        )
+        await self._open(config)
         return self
+
+    async def _open(self, config: ConsumerConfig) -> None:
+        js = self.nc.jetstream()
+        name = self.nc._nuid.next().decode()  # unguessable: consumers are not listed
+        config.name = name
+        config.filter_subject = naming.change_watch_subject(self.tenant, self.namespace,
+                                                            self.owner_id)  # fmt: skip
+        config.ack_policy = AckPolicy.NONE  # the feed keeps its own position
+        config.inactive_threshold = IDLE_S
+        config.mem_storage = True
+        config.num_replicas = 1
+        info = await js.add_consumer(naming.CHANGE_STREAM, config)
+        self._name = name
+        # where the stream stood: a reopened consumer starts after it at the earliest
+        self._stream_seq = max(self._stream_seq, info.delivered.stream_seq or 0)
+        self._sub = await js.pull_subscribe_bind(consumer=name, stream=naming.CHANGE_STREAM)
+
+    async def _reopen(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._sub.unsubscribe()
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                                opt_start_seq=self._stream_seq + 1)  # fmt: skip
+        await self._open(config)
 
     async def next(self, timeout: float | None = None) -> ChangeEvent:
         """The next change in scope; ``TimeoutError`` if none came within ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        reopened = False
         while not self._ready:
+            wait = _POLL_S if deadline is None else deadline - time.monotonic()
+            if wait <= 0:
+                raise TimeoutError
             try:
-                msg = await self._sub.next_msg(timeout=timeout)
-            except Exception as exc:
-                if "Timeout" in type(exc).__name__:
-                    raise TimeoutError from None
-                raise
-            self._take(msg)
+                msgs = await self._sub.fetch(_FETCH, timeout=max(wait, 0.001))
+            except (NatsTimeoutError, TimeoutError):
+                continue
+            except Exception:
+                if reopened:
+                    raise
+                reopened = True  # the consumer is gone (idle too long, a restart)
+                await self._reopen()
+                continue
+            for msg in msgs:
+                self._take(msg)
         event = self._ready.popleft()
         self.position = event.position
         return event
 
     def _take(self, msg: Any) -> None:
         meta = msg.metadata
+        self._stream_seq = max(self._stream_seq, meta.sequence.stream)
         first = meta.sequence.stream * _SCALE
         at = meta.timestamp.timestamp()
         results = results_of(msg)
@@ -164,6 +207,8 @@ class ChangeFeed:
             sub, self._sub = self._sub, None
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+            with contextlib.suppress(Exception):  # else the server drops it after IDLE_S
+                await self.nc.jetstream().delete_consumer(naming.CHANGE_STREAM, self._name)
 
     async def __aenter__(self) -> ChangeFeed:
         return self

@@ -185,7 +185,8 @@ async def import_file(
                     await client.flush()
                     state.save(number - 1, offset - len(raw))
                     raise
-                subject, _ = client.route(command.tenant, command.key, importing=True)
+                subject, _ = client.route(command.tenant, command.agent, command.key,
+                                          importing=True)
                 previous = held.get(subject)
                 if previous is not None:
                     await client.send(previous, importing=True)

@@ -2,8 +2,9 @@
 
 Everything an agent could get wrong is caught here, before any state is touched: bytes
 that are not msgpack, an unknown op, missing or mistyped fields, a key outside the grammar,
-content over 200 characters, a value over the size limit, a tenant in the payload that is
-not the subject's, a shard that is not the owner's.
+content over 200 characters, a value over the size limit, a tenant or an agent in the
+payload that is not the subject's (the subject's are what the server checked), a shard that
+is not the owner's.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ def _shard_of_key(tenant: str, key: str, shards: int) -> int:
 
 
 def admit(
-    subject_tenant: str, data: bytes, *, shard: int, shards: int, max_value_bytes: int
-) -> Command | Invalid:
-    """``data`` as a command, or why not. ``subject_tenant``: the tenant named by the
-    subject it came on (``naming.tenant_of_command_subject``)."""
+    subject_tenant: str, data: bytes, *, shard: int, shards: int, max_value_bytes: int,
+    subject_agent: str | None = None,
+) -> Command | Invalid:  # fmt: skip
+    """``data`` as a command, or why not. ``subject_tenant`` and ``subject_agent``: the
+    tenant and agent named by the subject it came on (``naming.parse_command_subject``);
+    the server lets a credential publish only on its own, so the payload must agree."""
     if len(data) > max_value_bytes + ENVELOPE_ALLOWANCE:
         return Invalid(
             f"too_large: message is {len(data)} bytes, limit {max_value_bytes} for the value"
@@ -50,6 +53,10 @@ def admit(
         return Invalid(
             f"tenant_mismatch: payload tenant {command.tenant!r} "
             f"on subject of tenant {subject_tenant!r}"
+        )
+    if subject_agent is not None and command.agent != subject_agent:
+        return Invalid(
+            f"agent_mismatch: payload agent {command.agent!r} on subject of agent {subject_agent!r}"
         )
     expected_shard = _shard_of_key(command.tenant, command.key, shards)
     if expected_shard != shard:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -364,7 +365,11 @@ class WorkerService:
         batch_header = naming.BATCH_HEADER
         for msg in msgs:
             seq, ts = stream_position(msg.reply)
-            subject_tenant = naming.tenant_of_command_subject(msg.subject)
+            try:
+                subject_tenant, _, subject_agent = _subject_identity(msg.subject)
+            except ValueError as exc:
+                dead.append(_Dead(msg, msg.data, f"invalid: {exc}", seq))
+                continue
             importing = naming.is_import_subject(msg.subject)
             headers = msg.headers
             batched = bool(headers) and batch_header in headers
@@ -380,7 +385,8 @@ class WorkerService:
             for index, data in enumerate(parts):
                 try:
                     verdict = admit(subject_tenant, data, shard=shard, shards=shards,
-                                    max_value_bytes=max_value_bytes)  # fmt: skip
+                                    max_value_bytes=max_value_bytes,
+                                    subject_agent=subject_agent)  # fmt: skip
                 except Exception as exc:  # never let one message stop the shard
                     verdict = Invalid(f"invalid: {type(exc).__name__}: {exc}")
                 if type(verdict) is Invalid:
@@ -435,7 +441,7 @@ class WorkerService:
                          self._payload_limit)  # fmt: skip
             for n, data in enumerate(parts):
                 # a batch retried after a lost ack is recorded once
-                once = f"audit-{tenant}-{shard}-{last_sequence}" + (f"-{n}" if n else "")
+                once = naming.audit_dedupe_id(tenant, shard, last_sequence, n)
                 acks.append(await self.js.publish_async(
                     naming.audit_write_subject(tenant, shard), data,
                     headers={naming.MSG_ID_HEADER: once},
@@ -857,7 +863,8 @@ class WorkerService:
             namespace, owner_id = item.key.split(":", 2)[:2]
             by_owner.setdefault((item.command.tenant, namespace, owner_id), []).append(data)
             headers = item.msg.headers
-            if headers and (reply_to := headers.get(reply_header)):
+            if (headers and (reply_to := headers.get(reply_header))
+                    and reply_allowed(item.msg.subject, reply_to)):  # fmt: skip
                 await publish(reply_to, data)
         for (tenant, namespace, owner_id), encoded in by_owner.items():
             subject = naming.change_subject(tenant, shard, namespace, owner_id)
@@ -878,14 +885,15 @@ class WorkerService:
                 where += f" (batch index {letter.index})"
             log.warning("dead-lettered command at %s on %s: %s", where, msg.subject,
                         letter.reason[:300])  # fmt: skip
-            once = f"dead-{seq}" if letter.index is None else f"dead-{seq}-{letter.index}"
+            tenant = _tenant_of(msg.subject)
+            once = naming.dead_letter_dedupe_id(tenant, seq, letter.index)
             raw, reason = letter.raw, letter.reason
             if len(raw) > self._payload_limit:  # kept whole it could not be stored at all
                 reason += f" (raw bytes cut to the first {self._payload_limit} of {len(raw)})"
                 raw = raw[: self._payload_limit]
             acks.append(
                 await self.js.publish_async(
-                    naming.dead_letter_subject(shard),
+                    naming.dead_letter_subject(tenant, shard),
                     encode(DeadLetter(reason=reason, subject=msg.subject, raw=raw,
                                       received_at=now, stream_seq=seq,
                                       batch_index=letter.index)),
@@ -894,11 +902,12 @@ class WorkerService:
                 )
             )
             headers = msg.headers
-            if headers and (reply_to := headers.get(naming.REPLY_HEADER)):
-                await self.nc.publish(reply_to, encode(_rejection(msg, letter.reason)))
+            if (headers and (reply_to := headers.get(naming.REPLY_HEADER))
+                    and reply_allowed(msg.subject, reply_to)):  # fmt: skip
+                await self.nc.publish(reply_to, encode(_rejection(msg, reply_to, letter.reason)))
         by_tenant: dict[str, list[object]] = {}
         for letter in dead:
-            tenant = naming.tenant_of_command_subject(letter.msg.subject)
+            tenant = _tenant_of(letter.msg.subject)
             by_tenant.setdefault(tenant, []).append(dead_letter_entry(
                 tenant, letter.msg.subject, letter.reason, letter.sequence, self.redactor))
         last = dead[-1]
@@ -906,14 +915,16 @@ class WorkerService:
             acks.append(await self.js.publish_async(
                 naming.audit_write_subject(tenant, shard),
                 encode(AuditBatch(entries=tuple(entries))),  # type: ignore[arg-type]
-                headers={naming.MSG_ID_HEADER: f"audit-dead-{tenant}-{last.sequence}-{last.index}"},
+                headers={naming.MSG_ID_HEADER: naming.audit_dedupe_id(
+                    tenant, shard, last.sequence, (last.index or 0) + 1, kind="dead")},
             ))  # fmt: skip
         # stored before the originals are acked: nothing is lost (bounded, like the audit)
         await asyncio.wait_for(asyncio.gather(*acks), self.settings.ack_wait_s)
         self.stats.dead_lettered += len(dead)
         for letter in dead:
-            self.telemetry.commands.add(1, {"zeromem.tenant": naming.tenant_of_command_subject(
-                letter.msg.subject), "zeromem.op": "", "zeromem.outcome": "dead_letter"})
+            self.telemetry.commands.add(1, {"zeromem.tenant": _tenant_of(letter.msg.subject),
+                                            "zeromem.op": "",
+                                            "zeromem.outcome": "dead_letter"})  # fmt: skip
 
 
 _NO_STATE = KeyState()  # a placeholder while the batch's keys are collected
@@ -984,10 +995,42 @@ def stream_position(reply: str) -> tuple[int, float]:
     return int(tokens[Msg.Ack.StreamSeq]), int(tokens[Msg.Ack.Timestamp]) / 1e9
 
 
-def _rejection(msg: Msg, reason: str) -> Result:
-    command_id = (msg.headers or {}).get(naming.MSG_ID_HEADER, "")
-    return Rejected(command_id=command_id, tenant=naming.tenant_of_command_subject(msg.subject),
+def _rejection(msg: Msg, reply_to: str, reason: str) -> Result:
+    command_id = reply_to.rsplit(".", 1)[-1]  # the SDK waits on {inbox}.{command id}
+    return Rejected(command_id=command_id, tenant=_tenant_of(msg.subject),
                     key="", op="", reason=reason, applied_at=time.time())  # fmt: skip
+
+
+@functools.lru_cache(maxsize=65536)
+def _subject_identity(subject: str) -> tuple[str, int, str]:
+    """(tenant, shard, agent) of a command subject: the identity the server vouched for.
+    Cached: a shard sees the same few subjects again and again."""
+    return naming.parse_command_subject(subject)
+
+
+def _tenant_of(subject: str) -> str:
+    try:
+        return _subject_identity(subject)[0]
+    except ValueError:
+        return naming.tenant_of_command_subject(subject)
+
+
+@functools.lru_cache(maxsize=65536)
+def _reply_prefix(subject: str) -> str:
+    tenant, _, agent = _subject_identity(subject)
+    return naming.agent_inbox_prefix(tenant, agent) + "."
+
+
+def reply_allowed(subject: str, reply_to: str) -> bool:
+    """Whether a command that came on ``subject`` may have its result sent to
+    ``reply_to``: only inside the inbox of the agent the subject names (which only that
+    agent can subscribe to). Anything else (another tenant's inbox, an audit or command
+    subject) is ignored, so a header cannot make the worker publish where it chooses."""
+    try:
+        return reply_to.startswith(_reply_prefix(subject)) and "*" not in reply_to \
+            and ">" not in reply_to  # fmt: skip
+    except ValueError:
+        return False
 
 
 async def run_worker(settings: Settings, index: int, count: int) -> None:
@@ -995,7 +1038,8 @@ async def run_worker(settings: Settings, index: int, count: int) -> None:
     shards = naming.shards_of_worker(index, count, settings.shards)
     nc = await connect_nats(settings, name=f"zeromem-worker-{index}")
     redis = connect_redis(settings)
-    telemetry = configure_telemetry(TelemetryConfig("worker", settings.metrics_port))
+    telemetry = configure_telemetry(
+        TelemetryConfig("worker", settings.metrics_port, settings.metrics_host))
     worker = await WorkerService(settings, shards, nc=nc, redis=redis, telemetry=telemetry).start()
     settle_after_start()
     log.info("worker %d/%d owns shards %s", index, count, shards)

@@ -1,0 +1,56 @@
+"""Redis / Valkey ACL users, one per service role.
+
+- ``zm-worker``: read and write zeromem's keys (``zm:*``), run scripts; no admin or
+  dangerous command (no FLUSHALL, KEYS, CONFIG, ...).
+- ``zm-reader``: read zeromem's keys; write only recall's usage ledger
+  (``zm:*:usage:*``). Its token-count cache on a memory is refused and skipped.
+- ``zm-admin``: everything (``zeromem rebuild`` clears and rewrites a tenant).
+- ``default``: off.
+
+Passwords come from the environment (``ZEROMEM_REDIS_URL=redis://zm-worker:...@host`` or
+``ZEROMEM_REDIS_USERNAME`` / ``ZEROMEM_REDIS_PASSWORD``); the ACL file stores only their
+SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from urllib.parse import quote, urlparse, urlunparse
+
+from zeromem import naming
+
+USERS = {"worker": "zm-worker", "reader": "zm-reader", "admin": "zm-admin"}
+
+
+def acl_rules(role: str) -> str:
+    everything = naming.REDIS_KEY_PATTERN
+    if role == "admin":
+        return "~* &* +@all"
+    if role == "worker":
+        return (f"resetkeys ~{everything} resetchannels -@all +@read +@write +@scripting "
+                "+@connection +@transaction -@dangerous")  # fmt: skip
+    if role == "reader":
+        # %R~: read-only keys; the ledger's keys are read-write.
+        return (f"resetkeys %R~{everything} ~{naming.REDIS_USAGE_PATTERN} resetchannels "
+                "-@all +@read +@scripting +@connection +@transaction +hincrby +expire "
+                "-@dangerous")  # fmt: skip
+    raise ValueError(f"unknown Redis role {role!r}")
+
+
+def acl_file(passwords: dict[str, str]) -> str:
+    """An ACL file (``aclfile`` in the server's configuration) for these passwords."""
+    lines = ["user default off resetkeys -@all"]
+    for role, user in USERS.items():
+        digest = hashlib.sha256(passwords[role].encode()).hexdigest()
+        lines.append(f"user {user} on #{digest} {acl_rules(role)}")
+    return "\n".join(lines) + "\n"
+
+
+def url_with_user(url: str, role: str, password: str) -> str:
+    """``url`` with the role's user name and password in it."""
+    parsed = urlparse(url)
+    host = parsed.hostname or "127.0.0.1"
+    netloc = f"{quote(USERS[role])}:{quote(password, safe='')}@{host}"
+    if parsed.port:
+        netloc += f":{parsed.port}"
+    return urlunparse(parsed._replace(netloc=netloc))
