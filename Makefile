@@ -41,8 +41,8 @@ bench-recall: $(STAMP) ## recall p50/p99 at 1k, 10k, 100k in scope (1M stored) n
 bench-auth: $(STAMP) ## write and recall with authentication on and off, next to raw NATS, one run
 	$(BIN)/python bench/auth_cost.py
 
-bench-quality: $(STAMP) ## recall@k and tokens on a generated labelled dataset
-	$(BIN)/python bench/quality/run.py
+bench-quality: $(STAMP) ## recall on long generated dialogues (dev and held-out) next to plain BM25, with ablations
+	$(BIN)/python bench/quality/run.py --ablations
 
 reliability: $(STAMP) ## crash, restart, contention, hostile-input and load scenarios, long versions
 	ZEROMEM_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability --timeout=1800

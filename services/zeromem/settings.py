@@ -51,6 +51,9 @@ class Settings:
     redis_tls_key: str = ""
     # Every limit and quota (``ZEROMEM_LIMIT_*``), in one section: see ``zeromem.limits``.
     limits: Limits = field(default_factory=Limits)
+    # How far a put's own created_at / updated_at may differ from the time its command was
+    # stored; older times only through the import subject (``zeromem import``).
+    max_clock_skew_s: float = 300.0
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:

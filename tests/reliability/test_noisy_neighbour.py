@@ -102,7 +102,7 @@ async def test_a_noisy_tenant_leaves_another_tenants_latency_within_bounds(
         await b.put("user:b0:ready", 0, wait="applied")
 
         quiet = await measure(b, seconds)
-        flood = subprocess.Popen(  # noqa: ASYNC220 - it runs beside the test, on purpose
+        flood = subprocess.Popen(
             ["nice", "-n", "19", sys.executable, "-m", "tests.reliability.flood", url,
              "tenant-a", str(shards), str(seconds + 2.0)],
             cwd=REPO, env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

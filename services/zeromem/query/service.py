@@ -55,7 +55,9 @@ T = TypeVar("T")
 
 
 def error_response(code: str, message: str) -> NatsResponse:
-    return NatsResponse(encode(ErrorReply(error=message, code=code)), headers={naming.ERROR_HEADER: code})
+    return NatsResponse(
+        encode(ErrorReply(error=message, code=code)), headers={naming.ERROR_HEADER: code}
+    )
 
 
 # Handlers running at once per subscription: enough that the requests one tenant may

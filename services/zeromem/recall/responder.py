@@ -42,7 +42,7 @@ class RecallResponder:
 
     async def start(self) -> RecallResponder:
         self._sub = await self.nc.subscribe(naming.query_subject_all("recall"),
-                                            queue=naming.RECALL_QUEUE_GROUP, cb=self._on_request)  # fmt: skip
+                                            queue=naming.RECALL_QUEUE_GROUP, cb=self._on_request)
         return self
 
     async def stop(self) -> None:

@@ -143,7 +143,9 @@ class Telemetry:
         self._lag[shard] = pending
 
     def _observe_lag(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(pending, {"zeromem.shard": shard}) for shard, pending in self._lag.items()]
+        return [
+            Observation(pending, {"zeromem.shard": shard}) for shard, pending in self._lag.items()
+        ]
 
     def record_recall(
         self, tenant: str, agent: str, injected: int, baseline: int, seconds: float

@@ -88,7 +88,10 @@ def _envelope_refusal(command: Command, limits: Limits) -> str | None:
         return refusal("key_chars", f"key is {len(command.key)} characters, "
                                     f"limit {limits.key_chars}")  # fmt: skip
     kind = type(command)
-    if kind is Put or kind is Expire:
+    if kind is Put:
+        return finite_refusal("ts, ttl_s, created_at or updated_at", command.ts, command.ttl_s,  # type: ignore[union-attr]
+                              command.created_at, command.updated_at)  # type: ignore[union-attr]  # fmt: skip
+    if kind is Expire:
         return finite_refusal("ts or ttl_s", command.ts, command.ttl_s)  # type: ignore[union-attr]
     if kind is Forget:
         return (finite_refusal("ts, since or until", command.ts, command.since, command.until)  # type: ignore[union-attr]

@@ -151,6 +151,7 @@ class _Admitted:
     result: Result | None = None
     payload: bytes = b""
     entry: AuditEntry | None = None
+    importing: bool = False  # it came on the import subject: a put may be backdated
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +199,7 @@ class WorkerService:
         if engine is None:
             from zeromem.worker.analysis import default_engine
 
-            engine = default_engine()
+            engine = default_engine(max_clock_skew_s=settings.max_clock_skew_s)
         self.engine = engine
         self.store = Store(
             redis, result_ttl_s=settings.result_ttl_s, tombstone_ttl_s=settings.tombstone_ttl_s
@@ -552,6 +553,7 @@ class WorkerService:
             except ValueError as exc:
                 dead.append(_Dead(msg, msg.data, f"invalid: {exc}", seq))
                 continue
+            importing = naming.is_import_subject(msg.subject)
             headers = msg.headers
             batched = bool(headers) and batch_header in headers
             if batched:
@@ -589,7 +591,8 @@ class WorkerService:
                     continue
                 admitted.append(_Admitted(msg, verdict, resolve_key(verdict), seq, ts, data,  # type: ignore[arg-type]
                                           index if batched else None,
-                                          position if index == last else 0))  # fmt: skip
+                                          position if index == last else 0,
+                                          importing=importing))  # fmt: skip
         return admitted, dead
 
     async def _publish_audit(
@@ -722,7 +725,7 @@ class WorkerService:
                 continue
             state = live_states[ident]
             try:
-                outcome = decide(item.command, item.key, state, item.timestamp)
+                outcome = decide(item.command, item.key, state, item.timestamp, item.importing)
             except Exception as exc:  # a command the rules cannot handle is refused, not retried
                 outcome = self._refused(shard, item, CommandFailed("decide", exc), state)
             outcomes.append(outcome)
@@ -939,7 +942,8 @@ class WorkerService:
                 if state.archived:
                     blob = await self.redis.hget(keys.archive(owner_of(item.key)), item.key)
                     state.archived_item = _ITEM_DECODER.decode(blob) if blob else None
-                outcomes = [self.engine.decide(command, item.key, state, item.timestamp)]
+                outcomes = [self.engine.decide(command, item.key, state, item.timestamp,
+                                               item.importing)]
             else:
                 outcomes = await self._decide_owner(command, item.timestamp)  # type: ignore[arg-type]
             position = item.position
@@ -1290,7 +1294,7 @@ class WorkerService:
                     naming.dead_letter_subject(tenant, shard),
                     encode(DeadLetter(reason=reason[:2000], subject=msg.subject, raw=raw,
                                       received_at=now, stream_seq=seq,
-                                      batch_index=letter.index)),  # fmt: skip
+                                      batch_index=letter.index)),
                     headers={naming.DEAD_REASON_HEADER: _header_text(letter.reason),
                              naming.MSG_ID_HEADER: once},  # once, even when retried
                 )

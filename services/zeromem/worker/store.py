@@ -39,7 +39,7 @@ local n = tonumber(ARGV[1])
 local q = tonumber(ARGV[2])
 local out = {}
 for i = 3, n + 2 do
-  out[#out + 1] = redis.call('HMGET', ARGV[i], %s)
+  out[#out + 1] = redis.call('HMGET', ARGV[i], $FIELDS)
 end
 for i = n + 3, n + q + 2 do
   out[#out + 1] = redis.call('HMGET', ARGV[i], 'n', 'b')
@@ -48,7 +48,7 @@ for i = n + q + 3, #ARGV do
   out[#out + 1] = redis.call('GET', ARGV[i])
 end
 return out
-""" % ", ".join(f"'{f}'" for f in ITEM_FIELDS)
+""".replace("$FIELDS", ", ".join(f"'{f}'" for f in ITEM_FIELDS))
 
 OK, DUPLICATE, STALE, FENCED = "ok", "dup", "stale", "fenced"
 BEHIND = "behind"  # Redis no longer holds applies the worker confirmed (see commit.lua)
