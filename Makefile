@@ -80,8 +80,8 @@ bench-auth: $(STAMP) ## write and recall with authentication on and off, next to
 bench-inspect: $(STAMP) ## the inspector's pages on a tenant of a million memories, next to raw NATS
 	$(BIN)/python bench/inspect_scale.py
 
-bench-quality: $(STAMP) ## recall@k and tokens on a generated labelled dataset
-	$(BIN)/python bench/quality/run.py
+bench-quality: $(STAMP) ## recall on long generated dialogues (dev and held-out) next to plain BM25, with ablations
+	$(BIN)/python bench/quality/run.py --ablations
 
 reliability: $(STAMP) ## crash, restart, contention, hostile-input and load scenarios, long versions
 	ZEROMEM_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability --timeout=1800

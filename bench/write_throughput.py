@@ -54,7 +54,8 @@ def sample_value(i: int) -> dict[str, object]:
 async def raw_publish_rate(settings: Settings, n: int, payload: bytes) -> float:
     nc = await connect_nats(settings, "bench-raw")  # the operator's identity, on a secured stack
     js = nc.jetstream(publish_async_max_pending=4000)
-    await js.add_stream(StreamConfig(name="BENCH_RAW", subjects=["bench.raw.>"]))  # fresh each round
+    # A fresh stream each round.
+    await js.add_stream(StreamConfig(name="BENCH_RAW", subjects=["bench.raw.>"]))
     start = time.perf_counter()
     for i in range(n):
         await js.publish_async(f"bench.raw.{i % 16}", payload, headers={"Nats-Msg-Id": f"r{i}"})
@@ -83,11 +84,12 @@ async def running_workers(
     await nc.close()
     as_worker = settings_for_role(settings, local_authority(settings) if settings.auth_dir
                                   else None, "worker")  # fmt: skip
-    env = dict(os.environ, ZEROMEM_NATS_URL=settings.nats_url, ZEROMEM_NATS_CREDS=as_worker.nats_creds,
-               ZEROMEM_REDIS_URL=as_worker.redis_url, ZEROMEM_SHARDS=str(settings.shards))  # fmt: skip
+    env = dict(os.environ, ZEROMEM_NATS_URL=settings.nats_url,
+               ZEROMEM_NATS_CREDS=as_worker.nats_creds, ZEROMEM_REDIS_URL=as_worker.redis_url,
+               ZEROMEM_SHARDS=str(settings.shards))
     workers = [
         subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index", str(i),
-                          "--count", str(count)], env=env, stderr=subprocess.DEVNULL)  # fmt: skip
+                          "--count", str(count)], env=env, stderr=subprocess.DEVNULL)
         for i in range(count)
     ]
     try:
@@ -189,7 +191,7 @@ async def main() -> None:
                 applied, published = await zeromem_rate(settings, args.commands, args.owners,
                                                         batch=True, tenant=f"bench{r}")  # fmt: skip
                 unbatched, _ = await zeromem_rate(settings, args.commands, args.owners,
-                                                  batch=False, tenant=f"bench{r}-unbatched")  # fmt: skip
+                                                  batch=False, tenant=f"bench{r}-unbatched")
                 rounds.append({"raw": raw, "applied": applied, "published": published,
                                "unbatched": unbatched, "ratio": applied / raw})  # fmt: skip
                 print(f"round {r + 1}: raw {raw:8.0f} msg/s   applied {applied:8.0f} cmd/s   "
@@ -201,8 +203,10 @@ async def main() -> None:
     raw, applied, published, unbatched = (median(f) for f in ("raw", "applied", "published",
                                                               "unbatched"))  # fmt: skip
     ratio = median("ratio")
-    print(f"commands                      {args.commands} across {args.owners} owners, "
-          f"{args.workers} worker process(es), {args.shards} shards; median of {args.rounds} rounds")
+    print(
+        f"commands                      {args.commands} across {args.owners} owners, "
+        f"{args.workers} worker process(es), {args.shards} shards; median of {args.rounds} rounds"
+    )
     print(f"raw JetStream async publish   {raw:10.0f} msg/s   (baseline, one Python process)")
     print(f"zeromem SDK publish           {published:10.0f} cmd/s")
     print(f"zeromem applied end to end    {applied:10.0f} cmd/s   ratio to raw {ratio:.2f}")

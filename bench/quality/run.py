@@ -1,66 +1,38 @@
-"""Retrieval quality of recall on a labelled, simulated dataset, through the real stack.
+"""Retrieval quality of recall on long multi-session dialogues, next to a plain BM25.
 
-Run: ``.venv/bin/python bench/quality/run.py [--small] [--seed 7] [--turns 40]
-[--strategy NAME=JSON ...] [--misses CONFIG]``
+Run: ``.venv/bin/python bench/quality/run.py [--ablations] [--misses dev|heldout]``
+(``make bench-quality`` runs it with ``--ablations``).
 
-``--small`` is 3 users with short sessions (a few seconds); ``--turns`` sets the messages
-per session (more turns, more chatter competing with the answers); ``--strategy`` adds a
-configuration to compare; ``--misses`` lists the questions a configuration got wrong.
+Data (``dialogue_model.py``): conversations between two named people over 16 sessions on
+real dates, every turn longer than 200 characters, written by this project's generator
+from two separate worlds: the development split (``stories_dev.py``, used to choose
+methods and weights) and the held-out split (``stories_heldout.py``: other people,
+storylines and small talk; never used to choose anything). Questions per category:
+single, multi (two turns of different sessions), temporal ("when did ...", "what did ...
+say about ... in <Month YYYY>"), no_answer.
 
-Starts nats-server and redis-server in a temp dir (``zeromem.embedded.EmbeddedStack``),
-runs a worker for every shard and the read services in this process (as
-``tests/harness.py`` does), loads the dataset of ``generate.py`` through JetStream and
-the worker, then asks every question through the SDK's ``recall`` (NATS request-reply to
-the real recall service), once per configuration: the default strategy (30-day
-half-life, 0.35 floor), ``no_decay``, and a one-week ``time_window``.
+The real path end to end: each split is written as a JSON Lines file and loaded with
+``zeromem.sdk.importer.import_file`` (what ``zeromem import`` runs: the import subject,
+the turns' original times, batched fire-and-forget) into an embedded NATS and Redis, with
+a worker for every shard and the read services in this process; every question is a
+``recall`` through the SDK over NATS, scoped to its conversation (one owner). Each turn's
+value is the transcript line (``"Mara: ..."``); its content is what the project's encoder
+derives from it.
 
-Per question and configuration, two recalls:
+Figures per question: ``R@5`` / ``R@10``, the share of the answer turns among the first 5
+/ 10 memories of a ``k=10, budget=1500`` reply; ``R@1500tok``, their share in a
+``k=100, budget=1500`` reply (the budget is then the only limit); ``tokens``, what that
+reply injected. For no-answer questions, ``empty`` is the share of replies with nothing
+in them. ``bm25`` is ``baseline.py`` on the same turns in the same run.
 
-- ``k=10, budget=1500`` (what an agent would send). ``recall@5`` / ``recall@10``: the
-  share of the answer keys among the first 5 / 10 primary memories of the reply together
-  with the references each pulled in. ``hit@1``: the first memory is an answer.
-  ``stale>ans`` (temporal questions): an older, superseded memory comes before the
-  answer (or the answer is missing and a superseded one is there). ``tokens``: the
-  reply's ``tokens``, next to the user's full transcript (``history``) and the saving.
-- ``k=100, budget=1500``: the budget is then the only limit. ``R@1500tok`` is the share of
-  answer keys anywhere in that packed reply: does the answer fit in 1,500 tokens at all?
-  (With ``k=10`` the budget hardly ever binds: ten short memories cost a few hundred
-  tokens, so the k=10 reply's recall within budget is ``recall@10``.) ``budget_cut_share``
-  says how often the budget, rather than a lack of matching memories, ended that reply.
+Encoder retention: the share of labelled facts (names, places, numbers of a storyline's
+beats) that the memory content keeps, for the encoder and for a plain 200-character cut.
 
-The JSON also has ``mean_scope_tokens`` (the reply's ``baseline_tokens``: every memory
-in scope) and ``answers_via_reference`` (answer keys that came in as a reference of
-another memory, not on their own rank).
+With ``--ablations``, the read-side ideas are switched off one at a time and on one at
+a time on top of text-only BM25 (the same stored data, the recall service's ranking
+settings changed between runs).
 
 The last line of output is one JSON object with every figure.
-
-Simulated time
---------------
-Decay only matters if memories have realistic ages, but the worker stamps ``created_at``
-and ``updated_at`` with the JetStream message time, and the recall service reads
-``time.time()``. Rewriting timestamps in Redis afterwards would bypass the product, so
-the harness moves the two clocks instead, in this process only, leaving every code path
-between them real:
-
-1. Writes: each command is published exactly like ``MemoryClient.send`` publishes it
-   (same subject, same ``Nats-Msg-Id`` header, msgpack ``Put``), plus a
-   ``Zm-Bench-Sim-Time`` header with the memory's simulated creation time (the SDK has no
-   way to add a header, so the harness publishes the built command itself).
-   ``SimulatedTimeWorker`` is a ``WorkerService`` whose ``process`` notes, per message
-   (keyed by its unique JetStream reply subject), the time in that header, and the
-   module-level ``stream_position`` of ``zeromem.worker.service`` is wrapped to return
-   that time instead of the stream's. Admission, the engine's decisions, the Lua commit
-   and every index are the service's own: the memory is simply applied "at" its
-   simulated time. Memories are published in creation order, so every owner's commands
-   arrive in time order, as in reality.
-2. Reads: ``zeromem.recall.service.time`` (the module the recall service reads its
-   ``now`` from) is replaced by a clock object whose ``time()`` returns the question's
-   simulated time; everything else of ``time`` is passed through. The request still goes
-   over NATS to the real recall handler.
-
-A cleaner seam, not taken here because it means changing service code: an injectable
-clock (``RecallService(redis, clock=time.time)``, and a ``timestamp_of(msg)`` hook on
-``WorkerService``); the harness would then pass its own without patching modules.
 """
 
 from __future__ import annotations
@@ -74,399 +46,280 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from nats.aio.msg import Msg
-
-import zeromem.recall.service as recall_service_module
-import zeromem.worker.service as worker_service_module
-from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.embedded import EmbeddedStack
-from zeromem.ids import new_command_id
-from zeromem.recall.packing import CUT_OVER_BUDGET
-from zeromem.schemas import MemoryType, Put, RecallReply, encode, owner_of
+from zeromem.encoding import encode_value
+from zeromem.recall.packing import PackItem, render_line
+from zeromem.recall.ranking import RankingConfig
+from zeromem.recall.tokens import count_tokens
 from zeromem.sdk import MemoryClient
+from zeromem.sdk.importer import import_file
 from zeromem.serve import ReadServices
 from zeromem.settings import Settings
 from zeromem.worker.service import WorkerService
 
-# run.py is a script next to generate.py; its directory is on sys.path when run as one.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from generate import KINDS, Dataset, Memory, Question, build
+import stories_dev
+import stories_heldout
+from baseline import BM25, Doc, cut, pack
+from dialogue_model import KINDS, Dataset, Question, build, check
 
-TENANT = "bench"
-AGENT = "quality-bench"
 K = 10
 BUDGET = 1500
-WIDE_K = 100  # the largest k a request allows: only the budget limits that reply
-SIM_TIME_HEADER = "Zm-Bench-Sim-Time"
-CONFIGS: dict[str, dict[str, Any] | None] = {
-    "default": None,
-    "no_decay": {"name": "no_decay"},
-    "window_7d": {"name": "time_window", "seconds": 604_800},
-}
-
-
-# --- Simulated time (this process only) ------------------------------------------------
-
-_sim_times: dict[str, float] = {}  # JetStream reply subject -> simulated apply time
-_real_stream_position = worker_service_module.stream_position
-
-
-def _stream_position_at_sim_time(reply: str) -> tuple[int, float]:
-    sequence, stream_time = _real_stream_position(reply)
-    return sequence, _sim_times.get(reply, stream_time)
-
-
-class SimulatedTimeWorker(WorkerService):
-    """A worker that applies each command at the time its sim-time header says."""
-
-    async def process(self, shard: int, msgs: Sequence[Msg], ack: bool = True) -> int:
-        noted = []
-        for msg in msgs:
-            stamp = (msg.headers or {}).get(SIM_TIME_HEADER)
-            if stamp is not None and msg.reply:
-                # The reply subject is unique per delivery, so concurrent shards never mix.
-                _sim_times[msg.reply] = float(stamp)
-                noted.append(msg.reply)
-        try:
-            return await super().process(shard, msgs, ack=ack)
-        finally:
-            for reply in noted:
-                _sim_times.pop(reply, None)
-
-
-class SimulatedClock:
-    """Stands in for the ``time`` module inside ``zeromem.recall.service``."""
-
-    def __init__(self, real: ModuleType, now: float) -> None:
-        self._real = real
-        self.now = now
-
-    def time(self) -> float:
-        return self.now
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-
-@contextlib.contextmanager
-def simulated_time(now: float) -> Iterator[SimulatedClock]:
-    real_time = recall_service_module.time
-    clock = SimulatedClock(real_time, now)
-    recall_service_module.time = clock  # type: ignore[assignment]
-    worker_service_module.stream_position = _stream_position_at_sim_time
-    try:
-        yield clock
-    finally:
-        recall_service_module.time = real_time
-        worker_service_module.stream_position = _real_stream_position
-
-
-# --- The stack -------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class Services:
-    worker: SimulatedTimeWorker
-    closers: list[Any] = field(default_factory=list)
-
-    async def stop(self) -> None:
-        await self.worker.stop()
-        for close in reversed(self.closers):
-            with contextlib.suppress(Exception):
-                await close()
-
-
-async def start_services(settings: Settings) -> Services:
-    """One worker for every shard and the read services, in this process."""
-    nc = await connect_nats(settings, name="quality-bench-worker")
-    redis = connect_redis(settings)
-    worker = SimulatedTimeWorker(settings, list(range(settings.shards)), nc=nc, redis=redis)
-    services = Services(worker, [nc.close, redis.aclose])
-    await worker.start()
-    await worker.wait_owned()
-    read_redis = connect_redis(settings)
-    readers = await ReadServices.start(settings, read_redis)
-    services.closers += [read_redis.aclose, readers.stop]
-    return services
-
-
-async def load(client: MemoryClient, worker: WorkerService, memories: Sequence[Memory],
-               wait_s: float = 120.0) -> float:  # fmt: skip
-    """Publish every memory (creation order) and wait until the worker applied them all."""
-    started = time.perf_counter()
-    done_before = _handled(worker)
-    for memory in memories:
-        command = Put(
-            id=new_command_id(), tenant=TENANT, agent=AGENT, ts=memory.created_at,
-            key=memory.key, value=memory.value, content=memory.content,
-            type=MemoryType(memory.type), tags=memory.tags, references=memory.references,
-        )  # fmt: skip
-        shard = naming.shard_for(TENANT, owner_of(memory.key), client.shards)
-        headers = {naming.MSG_ID_HEADER: command.id, SIM_TIME_HEADER: repr(memory.created_at)}
-        await client.js.publish_async(naming.command_subject(TENANT, shard, AGENT), encode(command),
-                                      headers=headers)  # fmt: skip
-    await client.js.publish_async_completed()
-    deadline = time.monotonic() + wait_s
-    while _handled(worker) - done_before < len(memories):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"only {_handled(worker) - done_before} of {len(memories)} applied")
-        await asyncio.sleep(0.02)
-    stats = worker.stats
-    if stats.rejected or stats.conflicts or stats.dead_lettered:
-        raise RuntimeError(f"load failed: {stats}")
-    return time.perf_counter() - started
-
-
-def _handled(worker: WorkerService) -> int:
-    s = worker.stats
-    return s.applied + s.rejected + s.conflicts + s.dead_lettered
-
-
-async def verify_ages(client: MemoryClient, memories: Sequence[Memory]) -> None:
-    """The seam worked: stored memories carry their simulated times, not today's."""
-    for memory in (memories[0], memories[len(memories) // 2], memories[-1]):
-        item = await client.get(memory.key)
-        if item is None or abs(item.created_at - memory.created_at) > 1e-3:
-            found = None if item is None else item.created_at
-            raise RuntimeError(f"{memory.key}: created_at {found}, expected {memory.created_at}")
-
-
-async def verify_clock(client: MemoryClient, dataset: Dataset) -> None:
-    """The recall service runs on simulated time: a one-week window around the simulated
-    "now" holds the last sessions (around the real now it would hold nothing)."""
-    user = dataset.users[0]
-    reply = await client.recall("", owners=user.owners, k=5,
-                                strategy={"name": "time_window", "seconds": 7 * 86_400})
-    if not reply.memories:
-        raise RuntimeError("recall does not run on the simulated clock (did "
-                           "zeromem.recall.service stop reading time.time()?)")
-
-
-# --- Scoring one reply -----------------------------------------------------------------
+WIDE_K = 100
+SPLITS = {"dev": (stories_dev.WORLD, 6), "heldout": (stories_heldout.WORLD, 4)}
+SEED = 1
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     question: Question
-    config: str
-    recall_at_5: float
-    recall_at_10: float
-    recall_in_budget: float  # with k=100: the budget is the only limit
-    hit_at_1: bool
-    stale_first: bool
-    via_reference: int  # answer keys that arrived as a reference of another memory (k=10)
-    tokens: int  # the k=10 reply
-    baseline_tokens: int  # every memory in scope (the reply's baseline_tokens)
-    wide_tokens: int  # the k=100 reply
-    budget_cut: bool  # the k=100 reply had to leave a matching memory out for the budget
-    top: tuple[str, ...]  # the k=10 reply's keys, in context order (for --misses)
-
-
-def keys_within(reply: RecallReply, primaries: int) -> list[str]:
-    """The keys of the first ``primaries`` primary memories and the references each
-    pulled in (the packer lists a memory's references right after it)."""
-    out: list[str] = []
-    seen = 0
-    for memory in reply.memories:
-        if not memory.via:
-            seen += 1
-            if seen > primaries:
-                break
-        out.append(memory.key)
-    return out
+    system: str
+    r5: float
+    r10: float
+    in_budget: float
+    tokens: int
+    empty: bool
+    top: tuple[str, ...]
 
 
 def share(answers: Sequence[str], found: Sequence[str]) -> float:
     present = set(found)
-    return sum(key in present for key in answers) / len(answers)
+    return sum(a in present for a in answers) / len(answers) if answers else 0.0
 
 
-def stale_before_answer(question: Question, keys: Sequence[str]) -> bool:
-    if not question.superseded:
-        return False
-    position = {key: i for i, key in reversed(list(enumerate(keys)))}
-    stale = min((position[k] for k in question.superseded if k in position), default=None)
-    answer = min((position[k] for k in question.answers if k in position), default=None)
-    return stale is not None and (answer is None or stale < answer)
+def outcome(q: Question, system: str, ranked: Sequence[str], wide: Sequence[str],
+            tokens: int) -> Outcome:  # fmt: skip
+    return Outcome(q, system, share(q.answers, ranked[:5]), share(q.answers, ranked[:10]),
+                   share(q.answers, wide), tokens, not wide, tuple(ranked[:6]))  # fmt: skip
 
 
-async def ask(client: MemoryClient, clock: SimulatedClock, question: Question,
-              owners: Sequence[str], config: str, strategy: dict[str, Any] | None
-              ) -> Outcome:  # fmt: skip
-    clock.now = question.asked_at
-    reply = await client.recall(question.text, owners=owners, k=K, budget=BUDGET,
-                                strategy=strategy)  # fmt: skip
-    # explain: the candidates' decisions tell whether the budget, not k, cut anything
-    wide = await client.recall(question.text, owners=owners, k=WIDE_K, budget=BUDGET,
-                               strategy=strategy, explain=True)  # fmt: skip
-    keys = [m.key for m in reply.memories]
-    return Outcome(
-        question=question, config=config,
-        recall_at_5=share(question.answers, keys_within(reply, 5)),
-        recall_at_10=share(question.answers, keys_within(reply, 10)),
-        recall_in_budget=share(question.answers, [m.key for m in wide.memories]),
-        hit_at_1=bool(keys) and keys[0] in question.answers,
-        stale_first=stale_before_answer(question, keys),
-        via_reference=sum(m.via != "" and m.key in question.answers for m in reply.memories),
-        tokens=reply.tokens, baseline_tokens=reply.baseline_tokens, wide_tokens=wide.tokens,
-        budget_cut=any(c.decision.startswith(CUT_OVER_BUDGET) for c in wide.candidates),
-        top=tuple(keys),
-    )  # fmt: skip
+# --- the two systems ------------------------------------------------------------------
 
 
-# --- Aggregation and report ------------------------------------------------------------
+async def ask_zeromem(client: MemoryClient, q: Question, system: str) -> Outcome:
+    reply = await client.recall(q.text, owners=[q.conversation], k=K, budget=BUDGET)
+    wide = await client.recall(q.text, owners=[q.conversation], k=WIDE_K, budget=BUDGET)
+    return outcome(q, system, [m.key for m in reply.memories], [m.key for m in wide.memories],
+                   wide.tokens)  # fmt: skip
+
+
+def ask_bm25(indexes: dict[str, BM25], q: Question) -> Outcome:
+    ranked = indexes[q.conversation].rank(q.text)
+
+    def line(doc: Doc) -> str:
+        return render_line(PackItem(doc.key, cut(doc.text), "message", doc.at))
+
+    kept, used = pack(ranked, BUDGET, line, lambda text: count_tokens(text, "cl100k_base"))
+    return outcome(q, "bm25", [d.key for d in ranked], kept, used)
+
+
+# --- loading --------------------------------------------------------------------------
+
+
+def write_jsonl(dataset: Dataset, path: Path) -> None:
+    with path.open("w") as out:
+        for turn in dataset.turns:
+            stamp = datetime.fromtimestamp(turn.at, UTC).isoformat()
+            out.write(json.dumps({"key": turn.key, "value": turn.value, "type": "message",
+                                  "created_at": stamp}) + "\n")  # fmt: skip
+
+
+async def start_stack(settings: Settings) -> tuple[WorkerService, ReadServices, list[Any]]:
+    nc = await connect_nats(settings, name="quality-bench-worker")
+    redis = connect_redis(settings)
+    worker = WorkerService(settings, list(range(settings.shards)), nc=nc, redis=redis)
+    await worker.start()
+    await worker.wait_owned()
+    read_redis = connect_redis(settings)
+    readers = await ReadServices.start(settings, read_redis)
+    closers = [readers.stop, read_redis.aclose, worker.stop, nc.close, redis.aclose]
+    return worker, readers, closers
+
+
+# --- encoder retention ----------------------------------------------------------------
+
+
+def retention(dataset: Dataset) -> dict[str, Any]:
+    facts = kept = kept_cut = speakers = artefacts = 0
+    for turn in dataset.turns:
+        content = encode_value(turn.value)
+        speakers += content.startswith(turn.speaker + ":")
+        artefacts += " | " in content
+        if not turn.facts:
+            continue
+        low, low_cut = content.lower(), cut(turn.value).lower()
+        for fact in turn.facts:
+            facts += 1
+            kept += fact.lower() in low
+            kept_cut += fact.lower() in low_cut
+    turns = len(dataset.turns)
+    return {"facts": facts, "encoder": round(kept / facts, 3),
+            "cut_200": round(kept_cut / facts, 3), "speaker_kept": round(speakers / turns, 3),
+            "tails": artefacts}  # fmt: skip
+
+
+# --- report ---------------------------------------------------------------------------
 
 
 def aggregate(outcomes: Sequence[Outcome]) -> dict[str, Any]:
-    n = len(outcomes)
-    if not n:
+    if not outcomes:
         return {"n": 0}
-    tokens = statistics.fmean(o.tokens for o in outcomes)
-    history = statistics.fmean(o.question.history_tokens for o in outcomes)
-    figures: dict[str, Any] = {
-        "n": n,
-        "recall_at_5": round(statistics.fmean(o.recall_at_5 for o in outcomes), 3),
-        "recall_at_10": round(statistics.fmean(o.recall_at_10 for o in outcomes), 3),
-        "recall_in_budget": round(statistics.fmean(o.recall_in_budget for o in outcomes), 3),
-        "hit_at_1": round(statistics.fmean(o.hit_at_1 for o in outcomes), 3),
-        "mean_tokens": round(tokens, 1),
-        "mean_budget_tokens": round(statistics.fmean(o.wide_tokens for o in outcomes), 1),
-        "budget_cut_share": round(statistics.fmean(o.budget_cut for o in outcomes), 3),
-        "mean_history_tokens": round(history, 1),
-        "mean_scope_tokens": round(statistics.fmean(o.baseline_tokens for o in outcomes), 1),
-        "saving": round(1.0 - tokens / history, 4) if history else 0.0,
-        "answers_via_reference": sum(o.via_reference for o in outcomes),
-    }
-    temporal = [o for o in outcomes if o.question.superseded]
-    if temporal:
-        figures["stale_before_answer"] = round(statistics.fmean(o.stale_first for o in temporal),
-                                               3)  # fmt: skip
+    answerable = [o for o in outcomes if o.question.answers]
+    figures: dict[str, Any] = {"n": len(outcomes),
+                               "tokens": round(statistics.fmean(o.tokens for o in outcomes), 1)}
+    if answerable:
+        for name in ("r5", "r10", "in_budget"):
+            figures[name] = round(statistics.fmean(getattr(o, name) for o in answerable), 3)
+    else:
+        figures["empty"] = round(statistics.fmean(o.empty for o in outcomes), 3)
     return figures
 
 
 def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    for config in dict.fromkeys(o.config for o in outcomes):
-        mine = [o for o in outcomes if o.config == config]
+    for system in dict.fromkeys(o.system for o in outcomes):
+        mine = [o for o in outcomes if o.system == system]
         rows = {kind: aggregate([o for o in mine if o.question.kind == kind]) for kind in KINDS}
-        rows["all"] = aggregate(mine)
-        out[config] = rows
+        rows["all"] = aggregate([o for o in mine if o.question.answers])
+        out[system] = rows
     return out
 
 
-def print_table(figures: dict[str, dict[str, Any]]) -> None:
-    header = (f"{'config':<10} {'kind':<15} {'n':>4} {'R@5':>6} {'R@10':>6} "
-              f"{'R@1500tok':>9} {'hit@1':>6} {'stale>ans':>9} {'tokens':>7} {'history':>8} "
-              f"{'saving':>7}")  # fmt: skip
-    print(header)
-    print("-" * len(header))
-    for config, rows in figures.items():
+def print_table(split: str, figures: dict[str, dict[str, Any]]) -> None:
+    print(f"\n{split}: {'system':<22} {'kind':<10} {'n':>4} {'R@5':>6} {'R@10':>6} "
+          f"{'R@1500tok':>9} {'tokens':>7}")  # fmt: skip
+    for system, rows in figures.items():
         for kind, f in rows.items():
             if not f["n"]:
                 continue
-            stale = f"{f['stale_before_answer']:.3f}" if "stale_before_answer" in f else "-"
-            print(f"{config:<10} {kind:<15} {f['n']:>4} {f['recall_at_5']:>6.3f} "
-                  f"{f['recall_at_10']:>6.3f} {f['recall_in_budget']:>9.3f} "
-                  f"{f['hit_at_1']:>6.3f} {stale:>9} {f['mean_tokens']:>7.1f} "
-                  f"{f['mean_history_tokens']:>8.0f} {f['saving']:>7.1%}")  # fmt: skip
-        cut = rows["all"]["budget_cut_share"]
-        print(f"{'':<10} k={WIDE_K} replies the budget cut short: {cut:.1%}\n")
+            if "r10" in f:
+                print(f"{'':<{len(split) + 2}}{system:<22} {kind:<10} {f['n']:>4} {f['r5']:>6.3f} "
+                      f"{f['r10']:>6.3f} {f['in_budget']:>9.3f} {f['tokens']:>7.0f}")  # fmt: skip
+            else:
+                print(f"{'':<{len(split) + 2}}{system:<22} {kind:<10} {f['n']:>4} "
+                      f"{'empty ' + format(f['empty'], '.3f'):>23} {f['tokens']:>7.0f}")
 
 
-def print_misses(outcomes: Sequence[Outcome], config: str) -> None:
-    print(f"misses under {config} (answer not in the k={K} reply, or a stale memory first):")
+def print_misses(outcomes: Sequence[Outcome], system: str, texts: dict[str, str]) -> None:
     for o in outcomes:
-        if o.config != config or (o.recall_at_10 == 1.0 and not o.stale_first):
+        if o.system != system or not o.question.answers or o.r10 == 1.0:
             continue
         q = o.question
-        print(f"  [{q.kind}] {q.id} {q.text!r}")
-        print(f"      answers {list(q.answers)}")
-        print(f"      got     {list(o.top[:6])}")
-    print()
+        print(f"  [{q.kind}] {q.text}")
+        for a in q.answers:
+            print(f"      answer {a}: {texts[a][:150]}")
+        for key in o.top[:3]:
+            print(f"      got    {key}: {texts.get(key, '?')[:150]}")
 
 
-# --- Main ------------------------------------------------------------------------------
+# --- main -----------------------------------------------------------------------------
 
 
-async def run(dataset: Dataset, configs: dict[str, dict[str, Any] | None],
-              misses: str | None) -> dict[str, Any]:
-    started = time.perf_counter()
+def variants(ablations: bool) -> dict[str, RankingConfig]:
+    """Ranking settings to compare. The default first; with ablations, each idea off
+    alone, and text-only BM25 with each idea on alone."""
+    default = RankingConfig()
+    out = {"default": default}
+    if not ablations:
+        return out
+    text_only = replace(default, speaker_weight=0.0, neighbour_share=0.0, date_weight=1.0)
+    out["- speaker field"] = replace(default, speaker_weight=0.0)
+    out["- neighbours"] = replace(default, neighbour_share=0.0)
+    out["- query dates"] = replace(default, date_weight=1.0)
+    out["text only"] = text_only
+    out["text + speaker"] = replace(text_only, speaker_weight=default.speaker_weight)
+    out["text + neighbours"] = replace(text_only, neighbour_share=default.neighbour_share)
+    out["text + query dates"] = replace(text_only, date_weight=default.date_weight)
+    return out
+
+
+async def run(datasets: dict[str, Dataset], configs: dict[str, RankingConfig]) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    outcomes: dict[str, list[Outcome]] = {}
     with tempfile.TemporaryDirectory(prefix="zeromem-quality-") as tmp, \
-            EmbeddedStack(Path(tmp) / "stack") as stack, simulated_time(dataset.now) as clock:
+            EmbeddedStack(Path(tmp) / "stack") as stack:
+        # secured, as `zeromem up` runs it; the admin credential may publish on the import
+        # subjects
         settings = stack.settings_for(Settings(data_dir=Path(tmp) / "data", auth_dir=str(
-            stack.authority.directory)), "admin")  # secured, as `zeromem up` runs it
-        services = await start_services(settings)
+            stack.authority.directory)), "admin")  # fmt: skip
+        _worker, readers, closers = await start_stack(settings)
         try:
-            async with await MemoryClient.connect(settings.nats_url, tenant=TENANT, agent=AGENT,
-                                                  shards=settings.shards, timeout=10.0,
-                                                  settings=settings) as client:  # fmt: skip
-                load_s = await load(client, services.worker, dataset.memories)
-                await verify_ages(client, dataset.memories)
-                await verify_clock(client, dataset)
-                owners = {u.id: u.owners for u in dataset.users}
-                eval_started = time.perf_counter()
-                outcomes = [
-                    await ask(client, clock, q, owners[q.user], config, strategy)
-                    for config, strategy in configs.items()
-                    for q in dataset.questions
-                ]
-                eval_s = time.perf_counter() - eval_started
+            for split, dataset in datasets.items():
+                path = Path(tmp) / f"{split}.jsonl"
+                write_jsonl(dataset, path)
+                connecting = MemoryClient.connect(settings.nats_url, tenant=split,
+                                                  agent="quality-bench", timeout=30.0,
+                                                  shards=settings.shards,
+                                                  settings=settings)  # fmt: skip
+                async with await connecting as client:
+                    started = time.perf_counter()
+                    report = await import_file(client, path, state_dir=settings.data_dir)
+                    load_s = time.perf_counter() - started
+                    if report.rejected or report.lines != len(dataset.turns):
+                        raise RuntimeError(f"import of {split} failed: {report}")
+                    found: list[Outcome] = []
+                    for name, config in configs.items():
+                        readers.recall.config = config
+                        found += [await ask_zeromem(client, q, name) for q in dataset.questions]
+                indexes = {c.owner: BM25([Doc(t.key, t.value, t.at) for t in c.turns])
+                           for c in dataset.conversations}  # fmt: skip
+                found += [ask_bm25(indexes, q) for q in dataset.questions]
+                outcomes[split] = found
+                results[split] = {"import_s": round(load_s, 2),
+                                  "import_rate": round(len(dataset.turns) / load_s),
+                                  "figures": summarise(found)}  # fmt: skip
         finally:
-            await services.stop()
-    figures = summarise(outcomes)
-    print_table(figures)
-    if misses:
-        print_misses(outcomes, misses)
-    return {
-        "load_s": round(load_s, 2),
-        "eval_s": round(eval_s, 2),
-        "recalls": 2 * len(outcomes),
-        "configs": figures,
-        "elapsed_s": round(time.perf_counter() - started, 2),
-    }
+            for close in closers:
+                with contextlib.suppress(Exception):
+                    await close()
+    return {"results": results, "outcomes": outcomes}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--small", action="store_true", help="3 users, short sessions")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--turns", type=int, help="messages per session (default 40, small 24): "
-                        "more turns, more chatter to rank the answers against")
-    parser.add_argument("--strategy", action="append", default=[], metavar="NAME=JSON",
-                        help="an extra configuration to compare, e.g. "
-                             "'typed={\"name\":\"by_type\",\"types\":[\"fact\"],\"boost\":2}'")
-    parser.add_argument("--misses", metavar="CONFIG",
-                        help="also list the questions this configuration got wrong")
+    parser.add_argument("--ablations", action="store_true",
+                        help="also each read-side idea off alone, and on alone over BM25")
+    parser.add_argument("--misses", choices=list(SPLITS), help="list the default's misses")
+    parser.add_argument("--split", choices=list(SPLITS), action="append",
+                        help="only this split (repeatable; default both)")
     args = parser.parse_args(argv)
-    configs = dict(CONFIGS)
-    for extra in args.strategy:
-        name, _, spec = extra.partition("=")
-        try:
-            configs[name] = json.loads(spec)
-        except ValueError:
-            parser.error(f"--strategy {extra!r}: expected NAME=JSON")
-    if args.misses and args.misses not in configs:
-        parser.error(f"--misses: unknown configuration {args.misses!r}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-
-    users, turns = (3, 24) if args.small else (8, 40)
-    turns = args.turns or turns
-    dataset = build(args.seed, users, turns)
-    summary = dataset.summary()
-    print(f"dataset: seed {summary['seed']}, {summary['users']} users, {summary['turns']} turns "
-          f"over {summary['span_days']} days, {summary['memories']} memories, "
-          f"{summary['questions']} questions {summary['question_kinds']}")
-    print(f"recall: k={K}, budget={BUDGET} (R@1500tok: k={WIDE_K}, same budget)\n")
-    result = asyncio.run(run(dataset, configs, args.misses))
-    print(json.dumps({"bench": "recall_quality", "small": args.small, "turns": turns, "k": K,
-                      "budget": BUDGET, "dataset": summary, **result},
+    started = time.perf_counter()
+    datasets = {}
+    for split in args.split or SPLITS:
+        world, conversations = SPLITS[split]
+        datasets[split] = build(world, split, SEED, conversations)
+        check(datasets[split])
+        print(f"{split}: {json.dumps(datasets[split].summary())}")
+    encoder = {split: retention(d) for split, d in datasets.items()}
+    for split, figures in encoder.items():
+        print(f"{split}: encoder retention {json.dumps(figures)}")
+    found = asyncio.run(run(datasets, variants(args.ablations)))
+    for split, result in found["results"].items():
+        print(f"\n{split}: imported {len(datasets[split].turns)} turns in "
+              f"{result['import_s']} s ({result['import_rate']} turns/s)")  # fmt: skip
+        print_table(split, result["figures"])
+        figures = result["figures"]
+        for metric in ("r10", "in_budget"):
+            ours, base = figures["default"]["all"][metric], figures["bm25"]["all"][metric]
+            gain = (ours / base - 1) if base else float("inf")
+            print(f"{split}: default vs bm25 {metric}: {ours:.3f} vs {base:.3f} "
+                  f"({gain:+.1%} relative)")  # fmt: skip
+    if args.misses:
+        texts = {t.key: t.value for t in datasets[args.misses].turns}
+        print(f"\nmisses of the default on {args.misses}:")
+        print_misses(found["outcomes"][args.misses], "default", texts)
+    print(json.dumps({"bench": "recall_quality_dialogues", "k": K, "budget": BUDGET,
+                      "datasets": {s: d.summary() for s, d in datasets.items()},
+                      "encoder_retention": encoder, "results": found["results"],
+                      "elapsed_s": round(time.perf_counter() - started, 1)},
                      separators=(",", ":")))  # fmt: skip
 
 

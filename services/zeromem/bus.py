@@ -103,7 +103,7 @@ def connect_redis(settings: Settings) -> Redis:
 def command_stream_config(settings: Settings) -> StreamConfig:
     return StreamConfig(
         name=naming.COMMAND_STREAM,
-        subjects=[naming.COMMAND_SUBJECTS],
+        subjects=[naming.COMMAND_SUBJECTS, naming.IMPORT_SUBJECTS],
         retention=RetentionPolicy.LIMITS,  # the log is kept: audit and rebuild read it
         storage=StorageType.FILE,
         discard=DiscardPolicy.OLD,
@@ -152,7 +152,9 @@ def shard_consumer_config(settings: Settings, name: str, shard: int, after: int)
     (everything when ``after`` is 0)."""
     return ConsumerConfig(
         durable_name=name,
-        filter_subject=naming.shard_filter_subject(shard),
+        # the shard's commands and imports, in stream order
+        filter_subjects=[naming.shard_filter_subject(shard),
+                         naming.import_shard_filter_subject(shard)],
         deliver_policy=DeliverPolicy.BY_START_SEQUENCE if after else DeliverPolicy.ALL,
         opt_start_seq=after + 1 if after else None,
         # One ack per batch covers every earlier message: a shard is applied strictly in
@@ -160,7 +162,9 @@ def shard_consumer_config(settings: Settings, name: str, shard: int, after: int)
         ack_policy=AckPolicy.ALL,
         ack_wait=settings.ack_wait_s,
         max_deliver=-1,  # a command is never dropped: a failing apply is retried, not lost
-        max_ack_pending=max(4 * settings.batch_size, 1024),
+        # At least the shard's read-ahead window (Limits.shard_window), one command per
+        # message at worst: the server must let the worker see past one tenant's backlog.
+        max_ack_pending=max(4 * settings.batch_size, 1024, settings.limits.shard_window),
         max_waiting=64,
         # The server removes a consumer nobody pulls from for this long (its owner died
         # and no other took the shard over). Losing one loses nothing: a new owner starts
@@ -219,9 +223,12 @@ async def shard_backlogs(js: JetStreamContext, shards: int) -> dict[int, int | N
             info = newest[shard]
             backlogs[shard] = (info.num_pending or 0) + (info.num_ack_pending or 0)
             continue
-        state = (await js.stream_info(naming.COMMAND_STREAM,
-                                      subjects_filter=naming.shard_filter_subject(shard))).state
-        backlogs[shard] = None if state.subjects else 0
+        stored = False
+        for subjects in (naming.shard_filter_subject(shard),
+                         naming.import_shard_filter_subject(shard)):
+            state = (await js.stream_info(naming.COMMAND_STREAM, subjects_filter=subjects)).state
+            stored = stored or bool(state.subjects)
+        backlogs[shard] = None if stored else 0
     return backlogs
 
 

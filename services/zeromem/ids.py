@@ -7,6 +7,7 @@ millisecond the random part counts up (monotonic ULIDs), so a process's ids neve
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -33,4 +34,13 @@ def new_command_id() -> str:
         value = now_ms << _RANDOM_BITS | _last_random
     # 26 base32 digits carry 130 bits (two leading zero bits), read as 13 pairs of digits
     # of 10 bits each from a table: several times faster than base64.b32encode here.
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])
+
+
+def stable_command_id(at_ms: int, seed: bytes) -> str:
+    """A command id in the same layout, made from a time (milliseconds) and a seed instead
+    of the clock and chance: the same seed always gives the same id, so re-sending the
+    same command (an import run again, or resumed) is recognised as a duplicate."""
+    digest = hashlib.blake2b(seed, digest_size=10).digest()
+    value = (max(0, at_ms) & ((1 << 48) - 1)) << _RANDOM_BITS | int.from_bytes(digest, "big")
     return "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])

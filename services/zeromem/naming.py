@@ -33,10 +33,11 @@ def shard_filter_subject(shard: int) -> str:
 
 
 def parse_command_subject(subject: str) -> tuple[str, int, str]:
-    """(tenant, shard, agent) of a subject made by ``command_subject``; ValueError for any
-    other."""
+    """(tenant, shard, agent) of a subject made by ``command_subject`` or
+    ``import_subject``; ValueError for any other."""
     parts = subject.split(".")
-    if len(parts) != 5 or parts[0] != _PREFIX or parts[1] != "cmd" or not parts[3].isdigit():
+    if (len(parts) != 5 or parts[0] != _PREFIX or parts[1] not in ("cmd", "imp")
+            or not parts[3].isdigit()):
         raise ValueError(f"not a command subject: {subject!r}")
     return parts[2], int(parts[3]), parts[4]
 
@@ -63,6 +64,37 @@ def shard_of_consumer(name: str) -> int | None:
         return None
     shard = name[len(prefix):].split("-", 1)[0]
     return int(shard) if shard.isdigit() else None
+
+
+# Imports: commands that may carry a memory's original, older times (``Put.created_at``).
+# A subject of their own, beside the command subjects and in the same stream, so that the
+# right to backdate is a permission on a subject (granted to an importer's credential
+# only), never a claim inside a message. A shard's consumer reads both kinds in stream
+# order, so an owner's imported and ordinary commands still apply in publish order.
+# The agent is the last token, as on a command subject: the worker takes it from there.
+IMPORT_SUBJECTS = f"{_PREFIX}.imp.*.*.*"
+
+
+def import_subject(tenant: str, shard: int, agent: str) -> str:
+    """Where ``zeromem import`` publishes: ``zm.imp.{tenant}.{shard}.{agent}``."""
+    return f"{_PREFIX}.imp.{tenant}.{shard}.{agent}"
+
+
+def import_shard_filter_subject(shard: int) -> str:
+    """The imports of one shard, for every tenant and agent."""
+    return f"{_PREFIX}.imp.*.{shard}.*"
+
+
+def import_tenant_subject(tenant: str) -> str:
+    """Every import of one tenant (replayed by a tenant's rebuild with its commands)."""
+    return f"{_PREFIX}.imp.{tenant}.>"
+
+
+def is_import_subject(subject: str) -> bool:
+    return subject.startswith(_IMPORT_PREFIX)
+
+
+_IMPORT_PREFIX = f"{_PREFIX}.imp."
 
 
 def pull_request_subject(stream: str, consumer: str) -> str:
@@ -297,6 +329,12 @@ class RedisKeys:
     def tenant_pattern(self) -> str:
         """Every Redis key of this tenant (what a tenant's rebuild clears first)."""
         return f"zm:{self.tenant}:*"
+
+    def stored(self) -> str:
+        """Hash: n (memories stored: item hashes holding a memory, expired ones until the
+        reaper takes them), b (bytes of their stored form), kept by the commit script with
+        every write; the tenant's quotas are checked against it."""
+        return f"zm:{self.tenant}:stored"
 
     def owner_stats(self, owner: str) -> str:
         """Hash: n (live memories), len (total indexed terms), for BM25's length norm."""

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 
 from zeromem.bus import connect_nats, connect_redis, nats_connect_options
 from zeromem.heap import settle_after_start
+from zeromem.query.gate import TenantGate
 from zeromem.query.service import register_query_handlers, register_stats_handler
 from zeromem.recall.responder import RecallResponder
 from zeromem.recall.service import RecallService
@@ -32,11 +33,12 @@ class ReadServices:
         # logger=None: FastStream's per-message log line costs more than a read itself.
         broker = NatsBroker(settings.nats_url, logger=None, max_reconnect_attempts=-1,
                             **nats_connect_options(settings))  # fmt: skip
-        register_query_handlers(broker, redis, shards=settings.shards)
-        recall = register_stats_handler(broker, redis, telemetry)
+        gate = TenantGate(settings.limits)  # every read of this process takes turns here
+        register_query_handlers(broker, redis, shards=settings.shards, gate=gate)
+        recall = register_stats_handler(broker, redis, telemetry, gate=gate)
         await broker.start()
         nc = await connect_nats(settings, name="zeromem-recall")
-        responder = await RecallResponder(nc, recall).start()
+        responder = await RecallResponder(nc, recall, gate).start()
         return cls(broker, nc, responder, recall)
 
     async def stop(self) -> None:

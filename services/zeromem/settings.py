@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from zeromem.limits import Limits
 from zeromem.naming import DEFAULT_SHARDS
 
 ENV_PREFIX = "ZEROMEM_"
@@ -25,7 +26,6 @@ class Settings:
     redis_url: str = ""
     shards: int = DEFAULT_SHARDS
     data_dir: Path = field(default_factory=lambda: Path(".zeromem"))
-    max_value_bytes: int = 64 * 1024
     batch_size: int = 512
     ack_wait_s: float = 30.0
     dedupe_window_s: float = 120.0  # JetStream duplicate window on command ids
@@ -49,13 +49,21 @@ class Settings:
     redis_tls_ca: str = ""  # for rediss:// URLs
     redis_tls_cert: str = ""
     redis_tls_key: str = ""
+    # Every limit and quota (``ZEROMEM_LIMIT_*``), in one section: see ``zeromem.limits``.
+    limits: Limits = field(default_factory=Limits)
+    # How far a put's own created_at / updated_at may differ from the time its command was
+    # stored; older times only through the import subject (``zeromem import``).
+    max_clock_skew_s: float = 300.0
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
         """Read ``ZEROMEM_*`` variables (and the conventional NATS_URL / REDIS_URL)."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
+        values["limits"] = Limits.from_env(env)
         for f in fields(cls):
+            if f.name == "limits":
+                continue
             raw = env.get(ENV_PREFIX + f.name.upper())
             for conventional in _CONVENTIONAL.get(f.name, ()):
                 if raw is None:

@@ -15,7 +15,9 @@ from zeromem.sdk import MemoryClient
 
 
 def valid(i: int, tenant: str = "acme") -> Put:
-    return Put(id=f"ok-{i}", tenant=tenant, agent="a", ts=time.time(), key=f"user:u{i % 3}:k{i}", value=i)
+    return Put(
+        id=f"ok-{i}", tenant=tenant, agent="a", ts=time.time(), key=f"user:u{i % 3}:k{i}", value=i
+    )
 
 
 def raw(**fields: object) -> bytes:
@@ -28,16 +30,20 @@ BAD_MESSAGES: list[tuple[str, bytes, str]] = [
     ("not msgpack", b"\xc1\xff\x00garbage", "invalid"),
     ("truncated msgpack", raw()[:-5], "invalid"),
     ("unknown op", raw(op="explode"), "invalid"),
-    ("missing field", msgspec.msgpack.encode({"op": "put", "id": "x", "tenant": "acme"}), "invalid"),
+    (
+        "missing field",
+        msgspec.msgpack.encode({"op": "put", "id": "x", "tenant": "acme"}),
+        "invalid",
+    ),
     ("mistyped field", raw(ts="yesterday"), "invalid"),
     ("key outside the grammar", raw(key="user u1 x"), "invalid"),
     ("content over 200 characters", raw(content="x" * 201), "invalid"),
-    ("value over the size limit", raw(value="v" * (64 * 1024 + 10)), "too_large"),
+    ("value over the size limit", raw(value="v" * (64 * 1024 + 10)), "limit value_bytes"),
     ("tenant mismatch", raw(tenant="other"), "tenant_mismatch"),
     # the payload claims another agent than the one the server let publish here
     ("agent mismatch", raw(agent="b"), "agent_mismatch"),
     ("not a map", msgspec.msgpack.encode([1, 2, 3]), "invalid"),
-    ("deep nesting", raw(value=msgspec.Raw(b"\x91" * 3000 + b"\x00")), "invalid"),
+    ("deep nesting", raw(value=msgspec.Raw(b"\x91" * 3000 + b"\x00")), "limit nesting_depth"),
 ]
 
 
@@ -83,7 +89,9 @@ async def test_each_bad_message_is_dead_lettered_and_valid_ones_apply(isolated) 
         await services.stop()
 
 
-async def test_a_waiting_caller_hears_why_its_command_was_refused(client: MemoryClient, running) -> None:
+async def test_a_waiting_caller_hears_why_its_command_was_refused(
+    client: MemoryClient, running
+) -> None:
     inbox = client.nc.new_inbox()
     sub = await client.nc.subscribe(inbox)
     subject = naming.command_subject(client.tenant,
@@ -91,7 +99,7 @@ async def test_a_waiting_caller_hears_why_its_command_was_refused(client: Memory
                                      client.agent)  # fmt: skip
     await client.js.publish(subject, raw(tenant=client.tenant, agent=client.agent,
                                          content="y" * 300),
-                            headers={naming.MSG_ID_HEADER: "bad-1", naming.REPLY_HEADER: inbox})  # fmt: skip
+                            headers={naming.MSG_ID_HEADER: "bad-1", naming.REPLY_HEADER: inbox})
     from zeromem.schemas import Rejected, decode_result
 
     result = decode_result((await sub.next_msg(timeout=5)).data)
@@ -124,7 +132,7 @@ async def test_a_bad_command_in_a_batch_is_refused_alone(isolated) -> None:
                                         naming.MSG_ID_HEADER: "b1"})  # fmt: skip
         # Broken framing (bytes that are not msgpack) cannot be split: the whole message goes.
         await agent.js.publish(subject, b"\xc1\x02not an array",
-                               headers={naming.BATCH_HEADER: "2", naming.MSG_ID_HEADER: "b2"})  # fmt: skip
+                               headers={naming.BATCH_HEADER: "2", naming.MSG_ID_HEADER: "b2"})
         async with await MemoryClient.connect(settings.nats_url, tenant="acme",
                                               shards=settings.shards) as client:  # fmt: skip
             after = await client.put("user:u1:seq", 4, wait="applied")

@@ -23,7 +23,7 @@ def clean_env() -> dict[str, str]:
 
 def start_up(cwd: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen([*ZEROMEM, "up", "--workers", "1"], cwd=cwd, env=clean_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None
     deadline = time.monotonic() + 30
     lines = []

@@ -41,5 +41,5 @@ async def test_stats_of_another_tenant_are_refused(client: MemoryClient) -> None
     from zeromem.schemas import StatsRequest, encode
 
     msg = await client.nc.request(naming.query_subject(client.tenant, client.agent, "stats"),
-                                  encode(StatsRequest(tenant=client.tenant + "x")), timeout=5)  # fmt: skip
+                                  encode(StatsRequest(tenant=client.tenant + "x")), timeout=5)
     assert msg.headers and msg.headers.get(naming.ERROR_HEADER) == "bad_request"

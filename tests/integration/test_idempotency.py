@@ -13,7 +13,9 @@ from zeromem.sdk import MemoryClient
 from zeromem.worker.service import WorkerService
 
 
-async def test_same_command_id_published_twice_is_applied_once(client: MemoryClient, running) -> None:
+async def test_same_command_id_published_twice_is_applied_once(
+    client: MemoryClient, running
+) -> None:
     command = Put(id="dup-cmd-1", tenant=client.tenant, agent=client.agent, ts=time.time(),
                   key="user:u1:counter", value=1)  # fmt: skip
     first = await client.send(command, wait="applied")
@@ -28,7 +30,7 @@ async def test_same_command_id_published_twice_is_applied_once(client: MemoryCli
     inbox = client.nc.new_inbox()
     sub = await client.nc.subscribe(inbox)
     await client.js.publish(subject, encode(command),
-                            headers={naming.MSG_ID_HEADER: "other-id", naming.REPLY_HEADER: inbox})  # fmt: skip
+                            headers={naming.MSG_ID_HEADER: "other-id", naming.REPLY_HEADER: inbox})
     msg = await sub.next_msg(timeout=5)
     result = decode_result(msg.data)
     assert result.command_id == "dup-cmd-1" and result.version == 1
@@ -105,7 +107,9 @@ async def test_duplicates_inside_one_batch_message_apply_once(
         sub = await client.nc.subscribe(inbox)
         headers = {naming.BATCH_HEADER: str(len(commands)), naming.MSG_ID_HEADER: msg_id,
                    naming.REPLY_HEADER: inbox}  # fmt: skip
-        await client.js.publish(subject, encode_batch([encode(c) for c in commands]), headers=headers)
+        await client.js.publish(
+            subject, encode_batch([encode(c) for c in commands]), headers=headers
+        )
         replies = [decode_result((await sub.next_msg(timeout=10)).data) for _ in commands]
         await sub.unsubscribe()
         return replies  # the worker answers in the batch's order

@@ -42,7 +42,9 @@ async def test_archive_recall_restore_round_trip(client: MemoryClient, running) 
     keys = naming.RedisKeys(client.tenant)
     try:
         state = await snapshot(redis, client.tenant)
-        index_names = [n for n in state if ":o:" in n and not n.endswith(":ar") and not n.endswith(":st")]
+        index_names = [
+            n for n in state if ":o:" in n and not n.endswith(":ar") and not n.endswith(":st")
+        ]
         for name in index_names:
             members = state[name]
             flat = [m[0] if isinstance(m, tuple) else m for m in members]

@@ -29,19 +29,28 @@ async def test_audit_trail_of_a_scripted_session(
         await coder.put("task:t42:status", "mine", expected_version=0, wait="applied"),  # conflict
         await coder.put("task:t42:status", "running", expected_version=1, wait="applied"),
         # sensitive by flag: content and value never in the audit
-        await planner.put("user:u1:bank", {"pin": "Zurich-1234"}, content="bank pin Zurich-1234",
-                          sensitive=True, wait="applied"),
+        await planner.put(
+            "user:u1:bank",
+            {"pin": "Zurich-1234"},
+            content="bank pin Zurich-1234",
+            sensitive=True,
+            wait="applied",
+        ),
         # sensitive by key name (the pattern): content redacted
         await planner.put("user:u1:api_token", "tok-9f8e7d", wait="applied"),
         # a sensitive field in an ordinary memory: that field's value redacted
-        await coder.put("user:u1:profile", {"name": "Ada"}, content="profile of Ada", wait="applied"),
-        await coder.patch("user:u1:profile", {"password": "hunter3", "city": "Basel"}, wait="applied"),
+        await coder.put(
+            "user:u1:profile", {"name": "Ada"}, content="profile of Ada", wait="applied"
+        ),
+        await coder.patch(
+            "user:u1:profile", {"password": "hunter3", "city": "Basel"}, wait="applied"
+        ),
         await coder.patch("user:u1:missing", {"password": "hunter2"}, wait="applied"),  # rejected
         await coder.patch("user:u1:bank", {"pin": "hunter2"}, wait="applied"),
         await planner.delete("task:t42:status", wait="applied"),
     ]
     assert [s.status for s in steps] == ["applied", "conflict", "applied", "applied", "applied",
-                                         "applied", "applied", "rejected", "applied", "applied"]  # fmt: skip
+                                         "applied", "applied", "rejected", "applied", "applied"]
     logging.getLogger("zeromem.test").warning("agent sent password=%s and token: %s",
                                               "hunter2", "tok-9f8e7d")  # fmt: skip
     assert (await coder.get("user:u1:profile")).value["password"] == "hunter3"
@@ -55,7 +64,9 @@ async def test_audit_trail_of_a_scripted_session(
         await asyncio.sleep(0.1)
     writes = [e for e in trail if e.kind == "write"]
     assert [e.command_id for e in writes] == [s.command_id for s in steps]  # all, in order
-    assert [(e.agent, e.op, e.key, e.status, e.version_before, e.version_after) for e in writes] == [
+    assert [
+        (e.agent, e.op, e.key, e.status, e.version_before, e.version_after) for e in writes
+    ] == [
         ("planner", "put", "task:t42:status", "applied", 0, 1),
         ("coder", "put", "task:t42:status", "conflict", 1, 1),
         ("coder", "put", "task:t42:status", "applied", 1, 2),

@@ -17,7 +17,7 @@ async def cli(settings, *args: str) -> subprocess.CompletedProcess[str]:  # type
                ZEROMEM_REDIS_URL=settings.redis_url, ZEROMEM_SHARDS=str(settings.shards),
                COLUMNS="200")  # fmt: skip
     proc = await asyncio.create_subprocess_exec(*ZEROMEM, *args, env=env,
-                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     return subprocess.CompletedProcess(args, proc.returncode or 0, out.decode(), err.decode())
 
@@ -25,7 +25,7 @@ async def cli(settings, *args: str) -> subprocess.CompletedProcess[str]:  # type
 async def test_lifecycle_from_the_command_line(running, tenant: str) -> None:
     t = ("--tenant", tenant)
     put = await cli(running, "put", "user:u1:vault", '{"code": "Zurich-1234"}', "--content",
-                    "vault code Zurich-1234", "--sensitive", "--agent", "ops", "--json", *t)  # fmt: skip
+                    "vault code Zurich-1234", "--sensitive", "--agent", "ops", "--json", *t)
     assert put.returncode == 0, put.stderr
     note = await cli(running, "put", "user:u1:note", '"buy milk"', "--content",
                      "buy oat milk on the way home", *t)  # fmt: skip

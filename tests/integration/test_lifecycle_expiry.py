@@ -38,7 +38,9 @@ def _mentions(state: dict[str, object], key: str) -> list[str]:
     return found
 
 
-async def test_an_expired_memory_leaves_no_trace_in_any_index(client: MemoryClient, running) -> None:
+async def test_an_expired_memory_leaves_no_trace_in_any_index(
+    client: MemoryClient, running
+) -> None:
     owner = "session:s9"
     doomed = f"{owner}:scratch"
     await client.put(doomed, {"note": "x"}, content="ephemeral zebra scratchpad",
@@ -80,7 +82,9 @@ async def _gone(redis, keys: naming.RedisKeys, key: str) -> bool:  # type: ignor
         keys.item(key), "d") == b""  # fmt: skip
 
 
-async def test_a_write_after_expiry_takes_the_same_version_whether_reaped_or_not(client: MemoryClient) -> None:
+async def test_a_write_after_expiry_takes_the_same_version_whether_reaped_or_not(
+    client: MemoryClient,
+) -> None:
     # The engine counts an expired memory as reaped either way: the version sequence is a
     # function of the log alone (what makes a rebuild exact).
     first = await client.put("user:u8:otp", "1", ttl=0.3, wait="applied")
@@ -89,7 +93,9 @@ async def test_a_write_after_expiry_takes_the_same_version_whether_reaped_or_not
     assert first.version == 1 and second.version == 3
 
 
-async def test_sliding_expiry_is_pushed_out_by_reads_without_a_version_bump(client: MemoryClient) -> None:
+async def test_sliding_expiry_is_pushed_out_by_reads_without_a_version_bump(
+    client: MemoryClient,
+) -> None:
     key = "session:s10:context"
     await client.put(key, "hot", ttl=1.0, refresh_on_read=True, wait="applied")
     started = time.monotonic()

@@ -27,7 +27,9 @@ async def _collect(feed, n: int, timeout: float = 10.0) -> list:  # type: ignore
     return out
 
 
-async def test_a_subscriber_that_disconnects_and_resumes_misses_nothing(client: MemoryClient) -> None:
+async def test_a_subscriber_that_disconnects_and_resumes_misses_nothing(
+    client: MemoryClient,
+) -> None:
     feed = await client.watch("task:t42:*")
     ids: list[str] = []
 
@@ -69,9 +71,11 @@ async def test_a_subscriber_that_disconnects_and_resumes_misses_nothing(client: 
     await by_time.close()
 
 
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cooperating_agents.py"
+
+
 async def test_cooperating_agents_demo(running, tenant: str) -> None:
-    path = Path(__file__).resolve().parents[2] / "examples" / "cooperating_agents.py"
-    spec = importlib.util.spec_from_file_location("cooperating_agents", path)
+    spec = importlib.util.spec_from_file_location("cooperating_agents", EXAMPLE)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.modules[spec.name] = module  # type: ignore[union-attr]  # its dataclasses look it up
     spec.loader.exec_module(module)  # type: ignore[union-attr]

@@ -49,8 +49,10 @@ async def test_50_agents_times_100_feedback_count_exactly_5000(running, tenant: 
 
 
 def _outcome(i: int, action: str, key: str = "team:x:k", field: str = "fl") -> Outcome:
-    command = Feedback(id=f"f{i}", tenant="t", agent="a", ts=1.0, key=key, kind=FeedbackKind.LIKED) \
-        if action == COUNT_FEEDBACK else Put(id=f"p{i}", tenant="t", agent="a", ts=1.0, key=key)  # fmt: skip
+    command = (Feedback(id=f"f{i}", tenant="t", agent="a", ts=1.0, key=key,
+                        kind=FeedbackKind.LIKED)
+               if action == COUNT_FEEDBACK
+               else Put(id=f"p{i}", tenant="t", agent="a", ts=1.0, key=key))
     result = Applied(command_id=command.id, tenant="t", key=key, op="feedback")
     return Outcome(command, key, result, action=action, feedback_field=field)
 

@@ -18,7 +18,32 @@ from zeromem.lifecycle.rebuild import rebuild
 from zeromem.lifecycle.snapshot import differences, snapshot
 from zeromem.sdk import MemoryClient
 
-WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango", "uniform", "victor", "whiskey", "xray"]
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+    "uniform",
+    "victor",
+    "whiskey",
+    "xray",
+]
 TYPES = ("fact", "decision", "message", "task_state", "user_preference")
 
 
@@ -56,7 +81,7 @@ async def _workload(client: MemoryClient, rng: random.Random, owners: list[str])
                                      sensitive=rng.random() < 0.05)  # fmt: skip
                 elif roll < 0.6:
                     await client.patch(key, {"p": rng.randint(0, 9)},
-                                       content=content() if rng.random() < 0.5 else None)  # fmt: skip
+                                       content=content() if rng.random() < 0.5 else None)
                 elif roll < 0.7:
                     await client.put(key, "cas", expected_version=rng.randint(0, 4))
                 elif roll < 0.77:

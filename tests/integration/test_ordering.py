@@ -83,7 +83,9 @@ async def test_concurrent_publishers_keep_each_publishers_order(running, tenant:
     assert time.monotonic() - start < 60
 
 
-async def test_batched_fire_and_forget_and_waiting_writes_keep_their_order(running, tenant: str) -> None:
+async def test_batched_fire_and_forget_and_waiting_writes_keep_their_order(
+    running, tenant: str
+) -> None:
     """Back-to-back fire-and-forget writes share batch messages; a write that waits, in
     between, goes after the ones issued before it and before the ones after it."""
     observer = await connect_nats(running, "observer")  # stream info is the operator's

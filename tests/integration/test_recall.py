@@ -19,12 +19,13 @@ async def seed(client: MemoryClient) -> None:
         ("user:u1:order_a1", "Order A12345 shipped on 2026-11-20 via DHL", "fact", ("orders",), ()),
         ("user:u1:invoice", "Invoice INV-77 for order A12345 is paid", "tool_result", ("billing",),
          ("user:u1:order_a1",)),
-        ("task:t42:status", "Task t42 is blocked waiting for the invoice API", "task_state", (), ()),
+        ("task:t42:status", "Task t42 is blocked waiting for the invoice API", "task_state", (),
+         ()),
         ("user:u2:pref_lang", "User prefers answers in French", "user_preference", ("lang",), ()),
     ]  # fmt: skip
     for key, content, type_, tags, refs in puts:
         await client.put(key, {"k": key}, content=content, type=type_, tags=tags, references=refs,
-                         wait="applied" if key.startswith(("task:", "user:u2")) else "none")  # fmt: skip
+                         wait="applied" if key.startswith(("task:", "user:u2")) else "none")
     for i in range(30):
         # an owner's commands apply in order: once the last is applied, all of them are
         await client.put("user:u1", f"turn {i}", content=f"small talk about the weather, turn {i}",
@@ -38,7 +39,10 @@ async def test_relevant_memories_come_first_and_fit_the_budget(client: MemoryCli
     assert reply.memories[0].key == "user:u1:pref_lang"
     assert reply.tokens <= 120
     assert reply.tokens == count_tokens(reply.context)
-    assert reply.baseline_tokens > reply.tokens and reply.saved_tokens == reply.baseline_tokens - reply.tokens
+    assert (
+        reply.baseline_tokens > reply.tokens
+        and reply.saved_tokens == reply.baseline_tokens - reply.tokens
+    )
     assert "user:u2" not in reply.context  # another owner's preference is out of scope
 
 
@@ -73,7 +77,9 @@ async def test_filters_by_type_tag_prefix_and_time(client: MemoryClient) -> None
     future = await client.recall("answers", owners=["user:u1"], since=4_000_000_000.0)
     assert future.memories == () and future.baseline_tokens == 0
     # the baseline counts exactly the filtered memories
-    prefs = await client.recall("", owners=["user:u1"], types=["user_preference"], k=10, budget=10_000)
+    prefs = await client.recall(
+        "", owners=["user:u1"], types=["user_preference"], k=10, budget=10_000
+    )
     assert prefs.baseline_tokens == sum(count_tokens(c) for c in (
         "User prefers answers in Chinese", "User likes concise answers with code samples"))
 
@@ -82,9 +88,12 @@ async def test_strategies_by_tag_by_type_and_compose(client: MemoryClient) -> No
     await seed(client)
     plain = await client.recall("order invoice", owners=["user:u1"], k=2, budget=1000)
     boosted = await client.recall("order invoice", owners=["user:u1"], k=2, budget=1000,
-                                  strategy={"name": "by_tag", "tags": ["orders"], "boost": 50})  # fmt: skip
+                                  strategy={"name": "by_tag", "tags": ["orders"], "boost": 50})
     assert boosted.memories[0].key == "user:u1:order_a1"
-    assert plain.memories[0].key != boosted.memories[0].key or plain.memories[0].key == "user:u1:order_a1"
+    assert (
+        plain.memories[0].key != boosted.memories[0].key
+        or plain.memories[0].key == "user:u1:order_a1"
+    )
     only_facts = await client.recall("order invoice", owners=["user:u1"], k=5, strategy={
         "name": "compose", "steps": [{"name": "by_type", "types": ["fact"], "only": True},
                                      {"name": "no_decay"}]})  # fmt: skip
@@ -101,7 +110,7 @@ async def test_time_window_and_decay(client: MemoryClient) -> None:
                                  strategy={"name": "time_window", "seconds": 1.0})  # fmt: skip
     assert [m.key for m in window.memories] == ["user:u3:new"]
     steep = await client.recall("parking code", owners=["user:u3"], k=2, explain=True,
-                                strategy={"name": "recency", "half_life_s": 0.5, "floor": 0.0})  # fmt: skip
+                                strategy={"name": "recency", "half_life_s": 0.5, "floor": 0.0})
     assert [m.key for m in steep.memories] == ["user:u3:new", "user:u3:old"]
     decays = {c.key: c.decay for c in steep.candidates}
     assert decays["user:u3:old"] < decays["user:u3:new"] < 1.0 + 1e-9
@@ -118,12 +127,18 @@ async def test_a_liked_memory_outranks_an_otherwise_equal_one(client: MemoryClie
     assert {c.key: c.feedback for c in after.candidates}[loser] == pytest.approx(5.0)
     await client.feedback(loser, "disliked", wait="applied")
     await client.feedback(loser, "disliked", wait="applied")
-    assert (await client.recall("blue pipeline deploy", owners=["user:u4"], k=2)).memories[1].key == loser
+    assert (await client.recall("blue pipeline deploy", owners=["user:u4"], k=2)).memories[
+        1
+    ].key == loser
 
 
-async def test_deleted_expired_and_rewritten_memories_are_never_returned(client: MemoryClient) -> None:
+async def test_deleted_expired_and_rewritten_memories_are_never_returned(
+    client: MemoryClient,
+) -> None:
     await client.put("user:u5:gone", 1, content="zebra crossing password", wait="applied")
-    await client.put("user:u5:brief", 1, content="zebra crossing temporary", ttl=0.5, wait="applied")
+    await client.put(
+        "user:u5:brief", 1, content="zebra crossing temporary", ttl=0.5, wait="applied"
+    )
     await client.put("user:u5:changed", 1, content="zebra crossing first", wait="applied")
     await client.delete("user:u5:gone", wait="applied")
     await client.put("user:u5:changed", 2, content="a different topic entirely", wait="applied")
@@ -132,12 +147,17 @@ async def test_deleted_expired_and_rewritten_memories_are_never_returned(client:
     assert reply.memories == ()  # nothing left matches, and nothing unrelated is offered
     assert {c.key for c in reply.candidates} <= {"user:u5:changed"}
     assert (await client.search("zebra", owners=["user:u5"])) == []
-    assert [m.key for m in await client.search("different topic", owners=["user:u5"])] == ["user:u5:changed"]
+    assert [m.key for m in await client.search("different topic", owners=["user:u5"])] == [
+        "user:u5:changed"
+    ]
 
 
 async def test_a_tenant_never_sees_another_tenants_memories(running, tenant: str) -> None:
-    async with await MemoryClient.connect(running.nats_url, tenant=tenant, shards=running.shards) as a, \
-            await MemoryClient.connect(running.nats_url, tenant=tenant + "b", shards=running.shards) as b:  # fmt: skip
+    async with (
+        await MemoryClient.connect(running.nats_url, tenant=tenant, shards=running.shards) as a,
+        await MemoryClient.connect(running.nats_url, tenant=tenant + "b",
+                                   shards=running.shards) as b,
+    ):  # fmt: skip
         await a.put("user:u1:secret", 1, content="launch code is 0000", wait="applied")
         reply = await b.recall("launch code", owners=["user:u1"], k=5)
         assert reply.memories == () and reply.baseline_tokens == 0
@@ -155,5 +175,5 @@ async def test_explain_lists_every_candidate_with_a_reason(client: MemoryClient)
 async def test_bad_requests_get_clear_errors(client: MemoryClient) -> None:
     with pytest.raises(RequestRejectedError, match="at least one owner"):
         await client.recall("anything")
-    with pytest.raises(RequestRejectedError, match="o200k_base|encoding"):
+    with pytest.raises(RequestRejectedError, match=r"o200k_base|encoding"):
         await client.recall("anything", owners=["user:u1"], encoding="no_such_encoding")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import random
+import time
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
@@ -130,7 +131,8 @@ async def test_explain_lists_every_candidate_with_its_scores(client: MemoryClien
     assert len(exact) >= retrieve.STAGE_TWO_MIN and stage_one
     assert [c.decision for c in exact].count("kept") == 1
     for c in exact:
-        assert c.score == pytest.approx(c.relevance * c.decay * c.feedback, rel=1e-5)
+        # a time-neighbour's share of its score only adds (neighbour_share)
+        assert c.score >= c.relevance * c.decay * c.feedback * (1 - 1e-5)
     scores = [c.score for c in stage_one]
     assert scores == sorted(scores, reverse=True)
 
@@ -189,7 +191,7 @@ async def assert_survey_matches_the_model(
 ) -> None:
     keys = naming.RedisKeys(tenant)
     query_terms = list(dict.fromkeys(terms(query)))
-    config = RankingConfig()
+    config = RankingConfig(neighbour_share=0.0)  # the model is stage one alone
     chosen, cut, tf = await model_stage_one(redis, keys, owners, query_terms, keep_n, config.k1)
     survey = await retrieve._survey(redis, keys, owners, query_terms, keep_n, config, True,
                                     "cl100k_base")  # fmt: skip
@@ -243,3 +245,35 @@ async def test_stage_one_breaks_ties_byte_for_byte(redis: Redis, tenant: str) ->
         for owners in (["user:t1"], ["user:t1", "user:t2"]):
             for keep_n in (1, 5, 17, 40):
                 await assert_survey_matches_the_model(redis, tenant, owners, query, keep_n)
+
+
+async def test_the_survey_reads_neighbours_of_conversation_turns_only(
+    client: MemoryClient, redis: Redis
+) -> None:
+    """Only turns share scores with turns (ranking), so only turns get their neighbours
+    read: a turn and the turns around it, not the fact written a second later, nor any
+    memory of an owner that holds no turns."""
+    at = time.time() - 200  # own times within the workers' clock skew bound
+    lines = ["Mara: I finally signed up for the pottery class.",
+             "Tobias: Nice! Which studio did you pick?",
+             "Mara: The small studio on Elm Street, Tuesday evenings."]  # fmt: skip
+    for i, line in enumerate(lines):
+        await client.put(f"user:n1:t{i}", line, type="message", created_at=at + 60 * i)
+    # the next memory in the time index after the last turn, but not a turn
+    await client.put("user:n1:fact", "pottery studio fee is 40 euros", type="fact",
+                     created_at=at + 130)  # fmt: skip
+    for i, line in enumerate(lines):
+        await client.put(f"user:n2:f{i}", line, type="fact", created_at=at + 60 * i,
+                         wait="applied" if i == len(lines) - 1 else "none")  # fmt: skip
+    keys = naming.RedisKeys(client.tenant)
+    query = list(dict.fromkeys(terms("pottery studio")))  # every turn and the fact match
+    config = RankingConfig()
+    turns = await retrieve._survey(redis, keys, ["user:n1"], query, 32, config, False,
+                                   "cl100k_base")  # fmt: skip
+    assert {k: set(v) for k, v in turns.neighbours.items()} == {
+        "user:n1:t0": {"user:n1:t1"}, "user:n1:t1": {"user:n1:t0", "user:n1:t2"},
+        "user:n1:t2": {"user:n1:t1"}}  # fmt: skip
+    facts = await retrieve._survey(redis, keys, ["user:n2"], query, 32, config, False,
+                                   "cl100k_base")  # fmt: skip
+    assert facts.neighbours == {} and facts.chosen == 3  # only what matched
+    assert await redis.exists(keys.item("user:n1:fact"))  # it was written, and left out

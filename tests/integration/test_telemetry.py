@@ -7,7 +7,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 
 from opentelemetry.sdk.metrics import MeterProvider
@@ -26,6 +25,10 @@ from zeromem.telemetry.reading import metric_points as metric_values
 from zeromem.telemetry.reading import total
 
 
+def _get(url: str) -> str:
+    return urllib.request.urlopen(url, timeout=2).read().decode()
+
+
 async def test_100_recalls_count_exactly_the_injected_and_baseline_tokens(isolated) -> None:
     reader = InMemoryMetricReader()
     telemetry = Telemetry(MeterProvider(metric_readers=[reader]))
@@ -34,12 +37,13 @@ async def test_100_recalls_count_exactly_the_injected_and_baseline_tokens(isolat
         async with await MemoryClient.connect(isolated.nats_url, tenant="acme", agent="planner",
                                               shards=isolated.shards) as client:  # fmt: skip
             for i in range(40):
-                await client.put(f"user:u1:fact{i}", i, content=f"fact number {i} about the rollout plan",
+                await client.put(f"user:u1:fact{i}", i,
+                                 content=f"fact number {i} about the rollout plan",
                                  wait="applied" if i == 39 else "none")  # fmt: skip
             injected = baseline = 0
             for i in range(100):
                 reply = await client.recall(f"rollout plan fact {i % 40}", owners=["user:u1"],
-                                            k=1 + i % 5, budget=30 + i, history_tokens=1000)  # fmt: skip
+                                            k=1 + i % 5, budget=30 + i, history_tokens=1000)
                 injected += reply.tokens
                 baseline += reply.baseline_tokens
         values = metric_values(reader)
@@ -78,7 +82,7 @@ async def test_prometheus_endpoint_of_a_running_service_shows_the_token_metrics(
             body = ""
             for _ in range(50):
                 try:
-                    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+                    body = await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/metrics")
                     if "zeromem_recall_tokens_injected" in body:
                         break
                 except OSError:
@@ -107,7 +111,7 @@ async def test_a_recall_joins_the_agents_trace(isolated) -> None:
             with tracer.start_as_current_span("agent turn") as turn:
                 await client.recall("alpha", owners=["user:u1"])
             trace_id = turn.get_span_context().trace_id
-        time.sleep(0.05)
+        await asyncio.sleep(0.05)
         recall_spans = [s for s in exporter.get_finished_spans() if s.name == "zeromem recall"]
         assert recall_spans and recall_spans[0].context.trace_id == trace_id
     finally:
@@ -120,7 +124,8 @@ async def test_conflicts_and_outcomes_are_counted_exactly(isolated) -> None:
     services = await ServiceSet.start(isolated, telemetry=telemetry)
     try:
         async with await MemoryClient.connect(isolated.nats_url, tenant="acme", agent="a",
-                                              shards=isolated.shards, telemetry=telemetry) as client:  # fmt: skip
+                                              shards=isolated.shards,
+                                              telemetry=telemetry) as client:  # fmt: skip
             await client.put("task:t1:status", "new", wait="applied")
             for _ in range(3):
                 clash = await client.put("task:t1:status", "x", expected_version=0, wait="applied")
@@ -129,7 +134,7 @@ async def test_conflicts_and_outcomes_are_counted_exactly(isolated) -> None:
             await client.delete("task:t1:status", wait="applied")
         values = metric_values(reader)
         counted = {(a.get("zeromem.op"), a.get("zeromem.outcome")): v
-                   for a, v in values["zeromem.commands"] if a.get("zeromem.tenant") == "acme"}  # fmt: skip
+                   for a, v in values["zeromem.commands"] if a.get("zeromem.tenant") == "acme"}
         assert counted[("put", "conflict")] == 3
         assert counted[("put", "applied")] == 1
         assert counted[("patch", "rejected")] == 1
@@ -156,6 +161,9 @@ async def test_one_trace_spans_a_publish_and_its_apply(isolated) -> None:
             trace_id = turn.get_span_context().trace_id
         applies = [s for s in exporter.get_finished_spans() if s.name == "process zm.cmd"]
         assert applies and applies[0].context.trace_id == trace_id
-        assert applies[0].parent is not None and applies[0].parent.span_id == turn.get_span_context().span_id
+        assert (
+            applies[0].parent is not None
+            and applies[0].parent.span_id == turn.get_span_context().span_id
+        )
     finally:
         await services.stop()

@@ -149,6 +149,7 @@ class Cluster:
             ZEROMEM_ACK_WAIT_S=str(s.ack_wait_s), ZEROMEM_LEASE_TTL_S=str(s.lease_ttl_s),
             ZEROMEM_REAPER_INTERVAL_S=str(s.reaper_interval_s),
             OTEL_SDK_DISABLED="true",
+            **s.limits.env(),
         )  # fmt: skip
 
     # --- service processes ---------------------------------------------------------------

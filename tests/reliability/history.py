@@ -42,12 +42,14 @@ from zeromem.schemas import (
     Applied,
     Command,
     Conflict,
+    DeadLetter,
     Delete,
     MemoryItem,
     Patch,
     Put,
     Rejected,
     Result,
+    decode,
     decode_command,
     decode_result,
     split_batch,
@@ -481,6 +483,23 @@ async def check(
                                    f"succeed, the store applied {applied_incs}")  # fmt: skip
     report.extra["in_log"] = len(in_log)
     return report
+
+
+async def dead_letters(nc: NatsClient) -> list[DeadLetter]:
+    """Every dead letter on the stream, in order."""
+    sub = await nc.jetstream().pull_subscribe(
+        naming.DEAD_LETTER_SUBJECTS, durable=None, stream=naming.DEAD_LETTER_STREAM,
+        config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL))
+    letters: list[DeadLetter] = []
+    try:
+        while True:
+            try:
+                msgs = await sub.fetch(2000, timeout=1.0)
+            except TimeoutError:
+                return letters
+            letters += [decode(msg.data, DeadLetter) for msg in msgs]
+    finally:
+        await sub.unsubscribe()
 
 
 async def wait_idle(nc: NatsClient, shards: int, limit_s: float = 30.0) -> None:

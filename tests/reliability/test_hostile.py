@@ -13,14 +13,13 @@ from collections.abc import Callable
 
 import msgspec
 import pytest
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from tests.reliability.cluster import Cluster, scale
-from tests.reliability.history import Report, summarize, wait_idle
+from tests.reliability.history import Report, dead_letters, summarize, wait_idle
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.ids import new_command_id
-from zeromem.schemas import DeadLetter, Put, decode, encode, encode_batch
+from zeromem.schemas import DeadLetter, Put, encode, encode_batch
 
 _pack = msgspec.msgpack.encode
 
@@ -168,19 +167,8 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
         elapsed = time.monotonic() - started
 
         # Every bad message's dead letter, found by its stream sequence, with a reason.
-        letters: dict[tuple[int, int | None], DeadLetter] = {}
-        everything = ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL)
-        sub = await js.pull_subscribe(naming.DEAD_LETTER_SUBJECTS, durable=None,
-                                      stream=naming.DEAD_LETTER_STREAM, config=everything)
-        while True:
-            try:
-                msgs = await sub.fetch(2000, timeout=1.0)
-            except TimeoutError:
-                break
-            for msg in msgs:
-                letter = decode(msg.data, DeadLetter)
-                letters[(letter.stream_seq, letter.batch_index)] = letter
-        await sub.unsubscribe()
+        letters: dict[tuple[int, int | None], DeadLetter] = {
+            (letter.stream_seq, letter.batch_index): letter for letter in await dead_letters(nc)}
     finally:
         await nc.close()
 

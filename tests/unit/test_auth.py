@@ -16,6 +16,7 @@ from zeromem.auth.mcp_tokens import McpTokens
 from zeromem.auth.permissions import agent_permissions, reader_permissions, worker_permissions
 from zeromem.auth.redis_acl import acl_file, acl_rules, url_with_user
 from zeromem.bus import redis_options
+from zeromem.limits import Limits
 from zeromem.query.service import reader_from_subject
 from zeromem.schemas import GetRequest
 from zeromem.settings import Settings
@@ -131,9 +132,11 @@ def test_the_payload_must_name_the_subjects_tenant_and_agent() -> None:
 
     data = encode(Put(id="c1", tenant="acme", agent="planner", ts=1.0, key="user:u1:k", value=1))
     shard = naming.shard_for("acme", "user:u1", 8)
-    ok = admit("acme", data, shard=shard, shards=8, max_value_bytes=1024, subject_agent="planner")
+    ok = admit("acme", data, shard=shard, shards=8, limits=Limits(value_bytes=1024),
+               subject_agent="planner")
     assert not isinstance(ok, Invalid)
-    forged = admit("acme", data, shard=shard, shards=8, max_value_bytes=1024, subject_agent="bob")
+    forged = admit("acme", data, shard=shard, shards=8, limits=Limits(value_bytes=1024),
+                   subject_agent="bob")
     assert isinstance(forged, Invalid) and forged.reason.startswith("agent_mismatch")
     request = GetRequest(tenant="acme", key="user:u1:k")
     assert reader_from_subject(request, naming.query_subject("acme", "bob", "get")).reader == "bob"  # type: ignore[union-attr]

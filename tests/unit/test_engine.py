@@ -44,15 +44,21 @@ def test_put_creates_at_version_one_then_bumps(engine: Engine) -> None:
     assert isinstance(first.result, Applied) and first.result.version == 1
     second = engine.decide(put(id="c2", value="en"), "user:u1:lang", state, now=11.0)
     assert second.result.version == 2 and second.base_version == 1 and second.base_command == "c1"
-    assert state.item is not None and state.item.created_at == 10.0 and state.item.updated_at == 11.0
+    assert (
+        state.item is not None and state.item.created_at == 10.0 and state.item.updated_at == 11.0
+    )
 
 
 def test_expected_version_semantics(engine: Engine) -> None:
     state = KeyState()
-    assert isinstance(engine.decide(put(expected_version=0), "user:u1:lang", state, 1.0).result, Applied)
+    assert isinstance(
+        engine.decide(put(expected_version=0), "user:u1:lang", state, 1.0).result, Applied
+    )
     conflict = engine.decide(put(id="c2", expected_version=0), "user:u1:lang", state, 2.0).result
     assert isinstance(conflict, Conflict) and conflict.current_version == 1
-    assert isinstance(engine.decide(put(id="c3", expected_version=1), "user:u1:lang", state, 3.0).result, Applied)
+    assert isinstance(
+        engine.decide(put(id="c3", expected_version=1), "user:u1:lang", state, 3.0).result, Applied
+    )
     stale = engine.decide(put(id="c4", expected_version=1), "user:u1:lang", state, 4.0).result
     assert isinstance(stale, Conflict) and stale.current_version == 2
 
@@ -76,8 +82,9 @@ def test_patch_merges_and_missing_keys_are_rejected(engine: Engine) -> None:
                                   patch={"a": 1}), "user:u1:p", state, 1.0).result  # fmt: skip
     assert isinstance(missing, Rejected) and missing.reason.startswith("not_found")
     engine.decide(put(key="user:u1:p", value={"a": 1, "b": {"c": 2}}), "user:u1:p", state, 1.0)
-    patched = engine.decide(Patch(id="p1", tenant="acme", agent="a", ts=2, key="user:u1:p",
-                                  patch={"b": {"c": None, "d": 3}, "e": [1]}), "user:u1:p", state, 2.0)  # fmt: skip
+    patch = Patch(id="p1", tenant="acme", agent="a", ts=2, key="user:u1:p",
+                  patch={"b": {"c": None, "d": 3}, "e": [1]})
+    patched = engine.decide(patch, "user:u1:p", state, 2.0)
     assert patched.item is not None and patched.item.value == {"a": 1, "b": {"d": 3}, "e": [1]}
     assert patched.item.content == json.dumps(patched.item.value)[:200]  # derived content follows
 
@@ -98,8 +105,8 @@ def test_expiry_and_reaping(engine: Engine) -> None:
 def test_expire_sets_and_clears_ttl(engine: Engine) -> None:
     state = KeyState()
     engine.decide(put(), "user:u1:lang", state, 100.0)
-    ttl = engine.decide(Expire(id="e1", tenant="acme", agent="a", ts=1, key="user:u1:lang", ttl_s=60),
-                        "user:u1:lang", state, 101.0)  # fmt: skip
+    expire = Expire(id="e1", tenant="acme", agent="a", ts=1, key="user:u1:lang", ttl_s=60)
+    ttl = engine.decide(expire, "user:u1:lang", state, 101.0)
     assert ttl.item is not None and ttl.item.expires_at == 161.0
     cleared = engine.decide(Expire(id="e2", tenant="acme", agent="a", ts=1, key="user:u1:lang"),
                             "user:u1:lang", state, 102.0)  # fmt: skip
@@ -111,7 +118,7 @@ def test_feedback_counts_without_a_version_bump(engine: Engine) -> None:
     state = KeyState()
     engine.decide(put(), "user:u1:lang", state, 1.0)
     liked = engine.decide(Feedback(id="f", tenant="acme", agent="b", ts=1, key="user:u1:lang",
-                                   kind=FeedbackKind.LIKED), "user:u1:lang", state, 2.0)  # fmt: skip
+                                   kind=FeedbackKind.LIKED), "user:u1:lang", state, 2.0)
     assert liked.guarded is False and liked.feedback_field == "fl" and state.version == 1
     assert state.feedback.liked == 1
 
@@ -120,8 +127,8 @@ def test_index_ops_follow_tag_type_and_term_changes(engine: Engine) -> None:
     state = KeyState()
     first = engine.decide(put(content="alpha beta", tags=("x", "y")), "user:u1:lang", state, 1.0)
     assert ("sa", "zm:acme:o:{user:u1}:tg:x", "user:u1:lang", "") in first.ops
-    second = engine.decide(put(id="c2", content="beta gamma", tags=("y", "z"), type=MemoryType.DECISION),
-                           "user:u1:lang", state, 2.0)  # fmt: skip
+    second = engine.decide(put(id="c2", content="beta gamma", tags=("y", "z"),
+                               type=MemoryType.DECISION), "user:u1:lang", state, 2.0)  # fmt: skip
     ops = set(second.ops)
     assert ("sr", "zm:acme:o:{user:u1}:tg:x", "user:u1:lang", "") in ops
     assert ("sa", "zm:acme:o:{user:u1}:tg:z", "user:u1:lang", "") in ops
@@ -134,9 +141,11 @@ def test_index_ops_follow_tag_type_and_term_changes(engine: Engine) -> None:
 
 
 def test_a_rewrite_with_the_same_content_only_moves_the_time_index(engine: Engine) -> None:
+    # Same content, and a value whose indexed text (its strings) is the same: a counter.
     state = KeyState()
-    engine.decide(put(content="alpha beta", tags=("x",)), "user:u1:lang", state, 1.0)
-    again = engine.decide(put(id="c2", value="other", content="alpha beta", tags=("x",)),
+    engine.decide(put(value={"n": 1}, content="alpha beta", tags=("x",)), "user:u1:lang",
+                  state, 1.0)  # fmt: skip
+    again = engine.decide(put(id="c2", value={"n": 2}, content="alpha beta", tags=("x",)),
                           "user:u1:lang", state, 2.0)  # fmt: skip
     assert again.ops == [("za", "zm:acme:o:{user:u1}:t", 2.0, "user:u1:lang")]
 

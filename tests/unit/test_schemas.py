@@ -55,7 +55,9 @@ def test_round_trip_of_every_command() -> None:
         ({"type": "gossip"}, "$.type"),
     ],
 )
-def test_invalid_commands_are_refused_with_a_reason(change: dict[str, object], fragment: str) -> None:
+def test_invalid_commands_are_refused_with_a_reason(
+    change: dict[str, object], fragment: str
+) -> None:
     with pytest.raises(msgspec.ValidationError) as info:
         decode_command(msgspec.msgpack.encode(envelope(**change)))
     assert fragment in str(info.value)
@@ -87,7 +89,12 @@ def test_missing_fields_are_named() -> None:
 
 def test_key_grammar() -> None:
     key = MemoryKey.parse("user:u10086:pref_lang")
-    assert (key.namespace, key.owner_id, key.name, key.owner) == ("user", "u10086", "pref_lang", "user:u10086")
+    assert (key.namespace, key.owner_id, key.name, key.owner) == (
+        "user",
+        "u10086",
+        "pref_lang",
+        "user:u10086",
+    )
     assert MemoryKey.parse("task:t42").name is None
     for bad in ("", "user", "user:", ":u1:x", "user:u 1:x", "user:u1:", "user:u.1:x"):
         with pytest.raises(InvalidKeyError):

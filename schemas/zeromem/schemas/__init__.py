@@ -3,6 +3,7 @@
 from zeromem.schemas.audit import REDACTED, AuditBatch, AuditEntry
 from zeromem.schemas.codec import (
     DecodeError,
+    batch_length,
     decode,
     decode_command,
     decode_result,
@@ -105,6 +106,7 @@ __all__ = [
     "StatsRequest",
     "Touch",
     "UsageRow",
+    "batch_length",
     "decode",
     "decode_command",
     "decode_result",

@@ -59,6 +59,21 @@ def encode_batch(encoded_commands: Sequence[bytes]) -> bytes:
     return head + b"".join(encoded_commands)
 
 
+def batch_length(data: bytes) -> int | None:
+    """How many commands a batch claims to hold (its msgpack array header), read without
+    decoding it; None if ``data`` does not start with an array header."""
+    if not data:
+        return None
+    head = data[0]
+    if 0x90 <= head <= 0x9F:
+        return head & 0x0F
+    if head == 0xDC and len(data) >= 3:
+        return int(struct.unpack_from(">H", data, 1)[0])
+    if head == 0xDD and len(data) >= 5:
+        return int(struct.unpack_from(">I", data, 1)[0])
+    return None
+
+
 def split_batch(data: bytes) -> list[bytes]:
     """The encoded commands of a batch, each still undecoded, so that one bad command is
     refused on its own. Raises ``DecodeError`` if ``data`` is not a msgpack array."""

@@ -109,6 +109,18 @@ class Put(_Command, tag="put"):
     # Sensitive: the memory's content and value never appear in the audit trail or a log
     # line (the flag stays with the memory through patches).
     sensitive: bool = False
+    # The memory's own times (epoch seconds), when it is older than this command: a
+    # conversation or a log written into memory after the fact. Absent: the time the
+    # command was stored. On an agent's command subject a time may differ from the
+    # stored time by the worker's ``max_clock_skew_s`` at most; only the import subject
+    # (``naming.import_subject``) carries older ones. ``updated_at`` defaults to
+    # ``created_at`` and may not come before it.
+    created_at: Timestamp | None = None
+    updated_at: Timestamp | None = None
+    # Recall indexes a memory by its content, its value's text, its speaker and its tags;
+    # its key's name only when asked (a numbered name such as "s03-t017" would otherwise
+    # match numbers and dates in questions).
+    index_key: bool = False
 
 
 class Patch(_Command, tag="patch"):

@@ -60,3 +60,4 @@ class MemoryItem(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_d
     refresh_on_read: bool = False  # sliding expiry: reads push expires_at out by ttl_s
     sensitive: bool = False  # never in the audit trail or a log line (content, value)
     archived_at: Timestamp | None = None  # set on the archive tier's copy only
+    index_key: bool = False  # recall indexes the key's name too (Put.index_key)

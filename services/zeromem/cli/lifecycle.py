@@ -65,7 +65,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
             print(json.dumps({"owners": len(owners), "archived": archived, "keys": sorted(keys)}))
         else:
             print(f"archived {archived} memories of {len(owners)} owner(s), "
-                  f"last updated before {datetime.fromtimestamp(cutoff, UTC):%Y-%m-%d %H:%M} UTC")  # fmt: skip
+                  f"last updated before {datetime.fromtimestamp(cutoff, UTC):%Y-%m-%d %H:%M} UTC")
         return 0
 
     return main._client_call(args, body)
@@ -149,7 +149,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 seen += 1
                 if args.json:
                     print(json.dumps({"position": event.position, "time": event.time,
-                                      "result": msgspec.to_builtins(event.result)}), flush=True)  # fmt: skip
+                                      "result": msgspec.to_builtins(event.result)}), flush=True)
                 else:
                     print(f"#{event.position} {event.result.agent} {event.op} {event.key} "
                           f"{event.status} v{event.version}", flush=True)  # fmt: skip
@@ -170,7 +170,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     what = f"tenant {args.tenant}" if args.tenant else "every tenant"
     if not args.yes:
         print(f"This replaces the Redis state of {what} with a replay of the command log "
-              "(the workers pause while it runs). Pass --yes to go ahead.", file=sys.stderr)  # fmt: skip
+              "(the workers pause while it runs). Pass --yes to go ahead.", file=sys.stderr)
         return 2
 
     async def run() -> Any:
@@ -228,7 +228,9 @@ def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.Argume
     audit.add_argument("--tenant", help="tenant (default: the credential's, else 'default')")
     audit.add_argument("--json", action="store_true", help="print JSON")
     audit.add_argument("--key", help="only records about this key")
-    audit.add_argument("--agent", dest="filter_agent", help="only records of this agent (or reader)")
+    audit.add_argument(
+        "--agent", dest="filter_agent", help="only records of this agent (or reader)"
+    )
     audit.set_defaults(agent=None)
     audit.add_argument("--since-hours", type=float, help="only the last N hours")
     audit.add_argument("--limit", type=int, help="only the last N records")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import signal
@@ -77,10 +78,8 @@ def _run_service(main: Callable[[], Awaitable[None]]) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, task.cancel)
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await task
-        except asyncio.CancelledError:
-            pass
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
@@ -260,6 +259,50 @@ def cmd_list(args: argparse.Namespace) -> int:
     return _client_call(args, body)
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    from zeromem.sdk.importer import ImportLineError, import_file
+
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"error: no such file: {path}", file=sys.stderr)
+        return 2
+    state_dir = _settings(args).data_dir / "imports"
+    size = path.stat().st_size
+
+    async def body(client: Any) -> int:
+        with Progress("[progress.description]{task.description}", BarColumn(),
+                      DownloadColumn(), TimeRemainingColumn(), transient=args.json,
+                      disable=args.json) as progress:  # fmt: skip
+            task = progress.add_task(f"importing {path.name}", total=size)
+            try:
+                report = await import_file(
+                    client, path, state_dir=state_dir, wait_applied=not args.no_wait,
+                    restart=args.restart,
+                    on_progress=lambda done, total: progress.update(task, completed=done),
+                )  # fmt: skip
+            except ImportLineError as exc:
+                print(f"error: {exc} (the lines before it are imported; fix it and run "
+                      "again to resume)", file=sys.stderr)  # fmt: skip
+                return 2
+        if args.json:
+            print(json.dumps({"lines": report.lines, "sent": report.sent,
+                              "resumed_at": report.resumed_at, "rejected": report.rejected}))
+        else:
+            resumed = f", resumed after line {report.resumed_at}" if report.resumed_at else ""
+            waited = "" if args.no_wait else ", applied by the workers"
+            print(f"imported {path.name}: {report.lines} lines, {report.sent} sent{resumed}"
+                  f"{waited}")  # fmt: skip
+            for reason in report.rejected:
+                print(f"  rejected: {reason}", file=sys.stderr)
+        return 1 if report.rejected else 0
+
+    return _client_call(args, body)
+
+
 def cmd_recall(args: argparse.Namespace) -> int:
     async def body(client: Any) -> int:
         since = time.time() - args.since_days * 86400 if args.since_days else None
@@ -310,13 +353,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog="zeromem",
         description="Zero-token memory for agent fleets: commands over NATS, state in Redis.",
     )
-    parser.add_argument("--data-dir", help="where `up` keeps its servers' data (default ./.zeromem)")
-    parser.add_argument("--shards", type=int, help="shard count (default 16; all parties must agree)")
+    parser.add_argument(
+        "--data-dir", help="where `up` keeps its servers' data (default ./.zeromem)"
+    )
+    parser.add_argument(
+        "--shards", type=int, help="shard count (default 16; all parties must agree)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     up = sub.add_parser("up", help="run the whole stack on this machine",
                         description="Start NATS (JetStream) and Redis unless NATS_URL/REDIS_URL "
-                        "are set, then the workers and the read services. Ctrl-C stops all.")  # fmt: skip
+                        "are set, then the workers and the read services. Ctrl-C stops all.")
     up.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     up.add_argument("--readers", type=int, default=1, help="read-service processes (default 1)")
     up.add_argument("--metrics-port", type=int, default=0,
@@ -327,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser("worker", help="apply the commands of a set of shards",
                             description="Own shards s where s %% COUNT == INDEX (a StatefulSet "
-                            "ordinal maps to --index) and apply their commands to Redis.")  # fmt: skip
+                            "ordinal maps to --index) and apply their commands to Redis.")
     worker.add_argument("--index", type=int, default=0, help="this worker's ordinal (default 0)")
     worker.add_argument("--count", type=int, default=1, help="number of workers (default 1)")
     worker.set_defaults(func=cmd_worker)
@@ -395,6 +442,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="how long to wait (default applied: print the new version)")
     put.set_defaults(func=cmd_put)
 
+    import_ = client_parser("import", "bulk-load memories from a JSON Lines file, with their times",
+                            "Put one memory per line of FILE (JSON: key, value, content, type, "
+                            "tags, references, created_at, updated_at...) with its original "
+                            "times, at full write speed. Idempotent: running it again sends "
+                            "nothing twice; an interrupted run resumes where it stopped. "
+                            "Needs the right to publish on the tenant's import subjects.")
+    import_.add_argument("file")
+    import_.add_argument("--no-wait", action="store_true",
+                         help="return once JetStream stored every line, before the workers "
+                              "applied them")  # fmt: skip
+    import_.add_argument("--restart", action="store_true",
+                         help="ignore an earlier run's progress and send every line again")
+    import_.set_defaults(func=cmd_import)
+
     get = client_parser("get", "read one memory", "Print the memory at KEY (exit 4 if none).")
     get.add_argument("key")
     get.set_defaults(func=cmd_get)
@@ -411,7 +472,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "into --budget tokens. --explain shows every candidate's scores "
                            "and why it was kept or cut.")  # fmt: skip
     recall.add_argument("query", nargs="?", default="")
-    recall.add_argument("--owner", action="append", help="owner in scope, e.g. user:u1 (repeatable)")
+    recall.add_argument(
+        "--owner", action="append", help="owner in scope, e.g. user:u1 (repeatable)"
+    )
     recall.add_argument("--prefix", default="", help="only keys with this prefix")
     recall.add_argument("--type", action="append", choices=[t.value for t in MemoryType])
     recall.add_argument("--tag", action="append", help="only memories with this tag (repeatable)")

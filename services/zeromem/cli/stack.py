@@ -77,7 +77,9 @@ def run_up(
             return dict(env, ZEROMEM_NATS_CREDS=as_role.nats_creds,
                         ZEROMEM_REDIS_URL=as_role.redis_url)  # fmt: skip
         # With --metrics-port P: the read services scrape at P, P+1, ..., then the workers.
-        ports = iter(range(metrics_port, metrics_port + readers + workers)) if metrics_port else None
+        ports = (
+            iter(range(metrics_port, metrics_port + readers + workers)) if metrics_port else None
+        )
         endpoints = []
 
         def child_env(role: str) -> dict[str, str]:

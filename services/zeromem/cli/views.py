@@ -37,7 +37,9 @@ def print_recall(reply: RecallReply, explain: bool, console: Console | None = No
 def usage_totals(rows: Sequence[UsageRow]) -> dict[str, dict[str, int]]:
     totals: dict[str, dict[str, int]] = {}
     for row in rows:
-        t = totals.setdefault(row.agent, dict.fromkeys(("recalls", "injected", "baseline", "history"), 0))
+        t = totals.setdefault(
+            row.agent, dict.fromkeys(("recalls", "injected", "baseline", "history"), 0)
+        )
         t["recalls"] += row.recalls
         t["injected"] += row.injected
         t["baseline"] += row.baseline
@@ -109,7 +111,11 @@ def save_stats_png(tenant: str, rows: Sequence[UsageRow], path: str) -> None:
     minutes, series = usage_series(rows)
     times = [datetime.fromtimestamp(m, UTC) for m in minutes]
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    for name, color in (("history", "tab:red"), ("baseline", "tab:orange"), ("injected", "tab:green")):
+    for name, color in (
+        ("history", "tab:red"),
+        ("baseline", "tab:orange"),
+        ("injected", "tab:green"),
+    ):
         if any(series[name]):
             ax.plot(times, series[name], label=f"{name} tokens", color=color, marker="o", ms=3)
     ax.set_title(f"zeromem token usage, tenant {tenant}")

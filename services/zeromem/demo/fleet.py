@@ -61,8 +61,10 @@ class Agent:
 
 def tool_output(rng: random.Random, tool: str, task: str) -> str:
     """A long, noisy tool result, as real tools return."""
-    rows = [f"row {i}: id={rng.randrange(10**6)} amount={rng.randrange(50, 5000)}.{rng.randrange(100):02d} "
-            f"status={rng.choice(('ok', 'pending', 'late'))} updated=2026-11-{rng.randrange(1, 29):02d}"
+    rows = [f"row {i}: id={rng.randrange(10**6)} "
+            f"amount={rng.randrange(50, 5000)}.{rng.randrange(100):02d} "
+            f"status={rng.choice(('ok', 'pending', 'late'))} "
+            f"updated=2026-11-{rng.randrange(1, 29):02d}"
             for i in range(rng.randrange(8, 20))]  # fmt: skip
     return f"{tool} for {task} returned {len(rows)} rows. " + " ".join(rows)
 
@@ -104,7 +106,7 @@ async def agent_turn(agent: Agent, rng: random.Random, budget: int, encoder) -> 
     # The program records what it learned, without asking a model (zero LLM tokens).
     if event < 0.15:
         await agent.client.put(f"user:{user}:pref_{zlib.crc32(said.encode()) % 1000}", said,
-                               content=f"{user} {said}", type="user_preference", tags=("pref",))  # fmt: skip
+                               content=f"{user} {said}", type="user_preference", tags=("pref",))
     elif event < 0.55:
         await agent.client.put(f"task:{task}", message, content=encoder.encode(message),
                                type="tool_result", source=agent.name)  # fmt: skip
@@ -137,8 +139,9 @@ async def run(turns: int, budget: int, seed: int, console: Console) -> dict[str,
         settings = stack.settings_for(Settings(shards=8, auth_dir=str(stack.authority.directory)),
                                       "admin")  # fmt: skip
         services = await InProcessServices.start(settings, telemetry=telemetry)
-        agents = [Agent(name, await MemoryClient.connect(stack.nats_url, tenant="demo", agent=name,
-                                                           shards=settings.shards, telemetry=telemetry,
+        agents = [Agent(name, await MemoryClient.connect(stack.nats_url, tenant="demo",
+                                                           agent=name, shards=settings.shards,
+                                                           telemetry=telemetry,
                                                            settings=settings))
                   for name in ("planner", "worker-a", "worker-b")]  # fmt: skip
         encoder = default_encoder()
@@ -153,7 +156,12 @@ async def run(turns: int, budget: int, seed: int, console: Console) -> dict[str,
                         progress.advance(bar)
 
                 shares = [turns // 3 + (1 if i < turns % 3 else 0) for i in range(3)]
-                await asyncio.gather(*(work(a, n, seed + i) for i, (a, n) in enumerate(zip(agents, shares, strict=True))))
+                await asyncio.gather(
+                    *(
+                        work(a, n, seed + i)
+                        for i, (a, n) in enumerate(zip(agents, shares, strict=True))
+                    )
+                )
             for agent in agents:
                 await agent.client.flush()
         finally:
@@ -187,7 +195,10 @@ async def main(argv: list[str] | None = None) -> int:
     table.add_row("tokens if each turn injected every memory in scope", f"{baseline:,}")
     table.add_row("tokens recall injected", f"{injected:,}")
     if history:
-        table.add_row("saved against history", f"{history - injected:,} ({100 * (history - injected) / history:.1f}%)")
+        table.add_row(
+            "saved against history",
+            f"{history - injected:,} ({100 * (history - injected) / history:.1f}%)",
+        )
     table.add_row("compare-and-set conflicts (workers' count; agents retried each)",
                   f"{int(t.get('zeromem.commands.conflict', 0))} ({int(t.get('cas_retries', 0))})")
     console.print(table)

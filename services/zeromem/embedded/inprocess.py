@@ -42,7 +42,11 @@ class InProcessServices:
         redis = connect_redis(settings)
         services.closers += [nc.close, redis.aclose]
         worker_type = worker_cls or WorkerService
-        extra = {"telemetry": telemetry} if telemetry is not None and _accepts_telemetry(worker_type) else {}
+        extra = (
+            {"telemetry": telemetry}
+            if telemetry is not None and _accepts_telemetry(worker_type)
+            else {}
+        )
         worker = await worker_type(
             settings, list(range(settings.shards)), nc=nc, redis=redis, **extra
         ).start()

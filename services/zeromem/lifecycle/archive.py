@@ -92,7 +92,10 @@ async def schedule_archive(
     sent = 0
     for tenant in tenants:
         async for owner in owners_to_archive(redis, tenant, cutoff):
-            if shards is not None and naming.shard_for(tenant, owner, settings.shards) not in shards:
+            if (
+                shards is not None
+                and naming.shard_for(tenant, owner, settings.shards) not in shards
+            ):
                 continue
             await publish_archive(nc, settings, tenant, owner, cutoff)
             sent += 1

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.recall.ranking import CandidateFeatures
-from zeromem.recall.text import doc_length, index_terms
+from zeromem.recall.text import doc_length, memory_terms
 from zeromem.recall.tokens import count_tokens
 from zeromem.schemas import MemoryItem, MemoryKey
 
@@ -46,7 +46,8 @@ async def archived_candidates(
             item = _DECODER.decode(value)
             if not admits(item):
                 continue
-            tf = index_terms(item.content, MemoryKey.parse(item.key).name, item.tags)
+            tf = memory_terms(item.content, MemoryKey.parse(item.key).name, item.tags, item.value,
+                              item.index_key)
             matched = {t: f for t, f in tf.items() if t in wanted}
             if wanted and not matched:
                 continue

@@ -67,7 +67,7 @@ def _detail(command: Command, result: Result, redactor: Redactor) -> dict[str, A
         sensitive = command.sensitive or (item is not None and item.sensitive)
         hidden = sensitive or redactor.key_is_sensitive(result.key)
         return {"type": _TYPE_NAMES[command.type],
-                "content": REDACTED if hidden else (item.content if item else command.content)}  # fmt: skip
+                "content": REDACTED if hidden else (item.content if item else command.content)}
     if type(command) is Patch:
         names = sorted(command.patch) if isinstance(command.patch, dict) else []
         if not applied or item is None or item.sensitive or redactor.key_is_sensitive(result.key):
@@ -78,21 +78,28 @@ def _detail(command: Command, result: Result, redactor: Redactor) -> dict[str, A
         return {k: v for k, v in (("prefix", command.prefix), ("since", command.since),
                                   ("until", command.until)) if v}  # fmt: skip
     if type(command) is Archive:
-        return {"older_than": command.older_than, **({"prefix": command.prefix} if command.prefix else {})}
+        return {
+            "older_than": command.older_than,
+            **({"prefix": command.prefix} if command.prefix else {}),
+        }
     return {}
 
 
 _TYPE_NAMES = {t: t.value for t in MemoryType}  # an enum's .value is a slow property
 
 
-def read_entry(tenant: str, reader: str, op: str, keys: Iterable[str], detail: dict[str, Any] | None = None) -> AuditEntry:
+def read_entry(
+    tenant: str, reader: str, op: str, keys: Iterable[str], detail: dict[str, Any] | None = None
+) -> AuditEntry:
     return AuditEntry(kind="read", at=time.time(), tenant=tenant, agent=reader, op=op,
                       status="read", keys=tuple(keys), detail=detail or {})  # fmt: skip
 
 
-def dead_letter_entry(tenant: str, subject: str, reason: str, seq: int, redactor: Redactor) -> AuditEntry:
+def dead_letter_entry(
+    tenant: str, subject: str, reason: str, seq: int, redactor: Redactor
+) -> AuditEntry:
     return AuditEntry(kind="dead_letter", at=time.time(), tenant=tenant, status="dead_letter",
-                      seq=seq, reason=redactor.text(reason[:300]), detail={"subject": subject})  # fmt: skip
+                      seq=seq, reason=redactor.text(reason[:300]), detail={"subject": subject})
 
 
 async def read_audit(

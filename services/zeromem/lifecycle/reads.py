@@ -48,8 +48,8 @@ class ReadRecorder:
                                     encode(AuditBatch(entries=(entry,))), None)  # fmt: skip
             now = time.time()
             for item in items:
-                if item is not None and item.refresh_on_read and item.ttl_s and item.expires_at:
-                    if item.expires_at - now < (1.0 - SLIDE_AFTER) * item.ttl_s:
+                if (item is not None and item.refresh_on_read and item.ttl_s and item.expires_at
+                        and item.expires_at - now < (1.0 - SLIDE_AFTER) * item.ttl_s):
                         await self._touch(tenant, reader, item.key, now)
         except Exception:  # a read is answered whatever happens to its side effects
             log.exception("could not record a read")

@@ -118,15 +118,18 @@ async def rebuild(
         last = info.state.last_seq
         total = info.state.messages
         if tenant:
-            filtered = await js.stream_info(naming.COMMAND_STREAM,
-                                            subjects_filter=naming.command_tenant_subject(tenant))
-            total = sum((filtered.state.subjects or {}).values())
+            total = 0
+            for subjects in (naming.command_tenant_subject(tenant),
+                             naming.import_tenant_subject(tenant)):
+                filtered = await js.stream_info(naming.COMMAND_STREAM, subjects_filter=subjects)
+                total += sum((filtered.state.subjects or {}).values())
         await _clear(redis, tenant)
         if last:
             await js.add_consumer(naming.COMMAND_STREAM, ConsumerConfig(
                 name=consumer, deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE,
-                filter_subject=naming.command_tenant_subject(tenant) if tenant
-                else naming.COMMAND_SUBJECTS,
+                filter_subjects=[naming.command_tenant_subject(tenant),
+                                 naming.import_tenant_subject(tenant)] if tenant
+                else [naming.COMMAND_SUBJECTS, naming.IMPORT_SUBJECTS],
                 inactive_threshold=60.0, mem_storage=True,
             ))  # fmt: skip
             feed = await PullFeed(nc, naming.COMMAND_STREAM, consumer).start()

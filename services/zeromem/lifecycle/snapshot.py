@@ -44,7 +44,7 @@ async def snapshot(redis: Redis, tenant: str | None = None) -> dict[str, Any]:
                     pipe.type(name)
             values = await pipe.execute()
         for name, value in zip(chunk, values, strict=True):
-            if isinstance(value, set) or isinstance(value, list):
+            if isinstance(value, set | list):
                 value = sorted(value)
             out[name.decode()] = value
     return out

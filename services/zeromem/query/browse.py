@@ -84,27 +84,21 @@ class OwnerBrowser:
 
 
 def register_browse_handlers(broker: NatsBroker, redis: Redis, recorder: ReadRecorder,
-                             admit) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
-    """Subscribe the owners and archived handlers on ``broker``; ``admit`` decodes a
-    request and checks its tenant and reader against the subject (the query service's)."""
+                             served, handlers: int) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """Subscribe the owners and archived handlers on ``broker``. ``served(msg, type,
+    answer)`` admits a request and waits for its tenant's turn before ``answer`` runs (the
+    query service's: the same admission and the same turns as get and list); ``handlers``
+    run at once per subscription, as get's and list's."""
     browser = OwnerBrowser(redis)
 
-    @broker.subscriber(naming.query_subject_all("owners"), queue=naming.QUERY_QUEUE_GROUP)
-    async def handle_owners(msg: NatsMessage) -> NatsResponse:
-        request = admit(msg, OwnersRequest)
-        if isinstance(request, NatsResponse):
-            return request
+    async def owners(request: OwnersRequest) -> NatsResponse:
         reply = await browser.owners(request.tenant, request.prefix, request.cursor,
                                      request.limit)  # fmt: skip
         await recorder.after_read(request.tenant, request.reader, "owners", (),
                                   detail={"prefix": request.prefix})  # fmt: skip
         return NatsResponse(encode(reply))
 
-    @broker.subscriber(naming.query_subject_all("archived"), queue=naming.QUERY_QUEUE_GROUP)
-    async def handle_archived(msg: NatsMessage) -> NatsResponse:
-        request = admit(msg, ArchivedRequest)
-        if isinstance(request, NatsResponse):
-            return request
+    async def archived(request: ArchivedRequest) -> NatsResponse:
         owner = request.owner
         if not owner or MemoryKey.parse(owner).name is not None:
             return _bad_request(f"an owner is 'namespace:owner_id', not {owner!r}")
@@ -117,6 +111,16 @@ def register_browse_handlers(broker: NatsBroker, redis: Redis, recorder: ReadRec
         await recorder.after_read(request.tenant, request.reader, "archived",
                                   (i.key for i in reply.items))  # fmt: skip
         return NatsResponse(encode(reply))
+
+    @broker.subscriber(naming.query_subject_all("owners"), queue=naming.QUERY_QUEUE_GROUP,
+                       max_workers=handlers)  # fmt: skip
+    async def handle_owners(msg: NatsMessage) -> NatsResponse:
+        return await served(msg, OwnersRequest, owners)  # type: ignore[no-any-return]
+
+    @broker.subscriber(naming.query_subject_all("archived"), queue=naming.QUERY_QUEUE_GROUP,
+                       max_workers=handlers)  # fmt: skip
+    async def handle_archived(msg: NatsMessage) -> NatsResponse:
+        return await served(msg, ArchivedRequest, archived)  # type: ignore[no-any-return]
 
 
 def _bad_request(message: str) -> NatsResponse:

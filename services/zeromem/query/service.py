@@ -1,14 +1,19 @@
 """``zeromem query``: answers get and list requests for every tenant (a NATS queue group,
-so any number of replicas share the load)."""
+so any number of replicas share the load).
+
+Every request is admitted first (``query.admission``: a refusal is a ``bad_request``
+naming the limit) and then waits for its tenant's turn (``query.gate``). The handlers run
+concurrently (FastStream's ``max_workers``), so a request waiting for its turn never holds
+up another tenant's behind it in the subscription.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import msgspec
 from faststream.nats import NatsBroker, NatsMessage, NatsResponse
 from redis.asyncio import Redis
 
@@ -16,10 +21,20 @@ from zeromem import naming
 from zeromem.lifecycle.reads import ReadRecorder
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
 from zeromem.lifecycle.settings import LifecycleSettings
+from zeromem.limits import Limits, refusal
+from zeromem.logs import BoundedLog
+from zeromem.query.admission import (
+    Refused,
+    admit_request,
+    reader_from_subject,  # noqa: F401 - part of this module's API (tests import it here)
+    stats_window,
+    tenant_of_query_subject,
+)
 from zeromem.query.browse import register_browse_handlers
+from zeromem.query.gate import TenantGate
 from zeromem.query.reads import get_items, list_keys
 from zeromem.recall.service import RecallService
-from zeromem.recall.usage import read_usage
+from zeromem.recall.usage import TooManyRows, read_usage
 from zeromem.schemas import (
     ErrorReply,
     GetReply,
@@ -29,48 +44,47 @@ from zeromem.schemas import (
     RecallRequest,
     StatsReply,
     StatsRequest,
-    decode,
     encode,
 )
 from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
+_log = BoundedLog(log, Limits().log_interval_s)
 T = TypeVar("T")
 
 
 
 def error_response(code: str, message: str) -> NatsResponse:
-    return NatsResponse(encode(ErrorReply(error=message, code=code)), headers={naming.ERROR_HEADER: code})
+    return NatsResponse(
+        encode(ErrorReply(error=message, code=code)), headers={naming.ERROR_HEADER: code}
+    )
 
 
-def _admit(msg: NatsMessage, type_: type[T]) -> T | NatsResponse:
-    """The decoded request, or the error reply: bad bytes, or a tenant or reader in the
-    payload that is not the subject's. The subject's are what the server let this caller
-    use, so the reader recorded with the read is the subject's agent."""
+# Handlers running at once per subscription: enough that the requests one tenant may
+# have waiting (Limits.tenant_in_flight + tenant_queued) never take them all.
+HANDLERS = 2048
+
+
+async def _served(msg: NatsMessage, type_: type[T], gate: TenantGate,
+                  answer: Callable[[T], Awaitable[NatsResponse]]) -> NatsResponse:  # fmt: skip
+    """Admit the request, wait for its tenant's turn, answer it."""
+    subject = msg.raw_message.subject  # type: ignore[attr-defined]
+    tenant = tenant_of_query_subject(subject)
+    refused = gate.admit(tenant)
+    if refused is not None:
+        return error_response(*refused)
     try:
-        request = decode(msg.body, type_)
-    except msgspec.DecodeError as exc:
+        request = admit_request(subject, msg.body, type_, gate.limits)
+    except Refused as exc:
         return error_response("bad_request", str(exc))
-    checked = reader_from_subject(request, msg.raw_message.subject)  # type: ignore[attr-defined]
-    if isinstance(checked, str):
-        return error_response("bad_request", checked)
-    return checked
-
-
-def reader_from_subject(request: T, subject: str) -> T | str:
-    """``request`` with its reader set from the query subject, or why it is refused (a
-    tenant or a reader in the payload that the subject does not name)."""
-    try:
-        tenant, agent, _ = naming.parse_query_subject(subject)
-    except ValueError as exc:
-        return str(exc)
-    if request.tenant != tenant:  # type: ignore[attr-defined]
-        return "tenant does not match the subject"
-    reader = request.reader  # type: ignore[attr-defined]
-    if reader and reader != agent:
-        return f"reader {reader!r} does not match the subject's agent {agent!r}"
-    return request if reader else msgspec.structs.replace(request, reader=agent)  # type: ignore[type-var]
+    async with gate.slot(tenant):
+        try:
+            return await answer(request)
+        except Exception as exc:  # every request gets an answer, even a bug's
+            _log.error(("read", type_.__name__, type(exc)), "%s failed", type_.__name__,
+                       exc_info=exc)  # fmt: skip
+            return error_response("internal", f"{type_.__name__} failed; see the service log")
 
 
 def broker_publisher(broker: NatsBroker):  # type: ignore[no-untyped-def]
@@ -83,30 +97,26 @@ def broker_publisher(broker: NatsBroker):  # type: ignore[no-untyped-def]
     return publish
 
 
-def register_query_handlers(broker: NatsBroker, redis: Redis, shards: int | None = None) -> None:
+def register_query_handlers(broker: NatsBroker, redis: Redis, shards: int | None = None,
+                            gate: TenantGate | None = None) -> None:  # fmt: skip
     """Subscribe the get and list handlers on ``broker``. ``shards`` (the deployment's
-    shard count) is where a read sends the touch of a sliding expiry."""
+    shard count) is where a read sends the touch of a sliding expiry; ``gate``, the turns
+    between tenants this service's requests take (shared with the other handlers)."""
+    settings = Settings.from_env()
     if shards is None:
-        shards = Settings.from_env().shards
+        shards = settings.shards
+    gate = gate or TenantGate(settings.limits)
     lifecycle = LifecycleSettings.from_env()
     install_log_redaction(Redactor(lifecycle.sensitive_pattern))
     recorder = ReadRecorder(broker_publisher(broker), shards)
 
-    @broker.subscriber(naming.query_subject_all("get"), queue=naming.QUERY_QUEUE_GROUP)
-    async def handle_get(msg: NatsMessage) -> NatsResponse:
-        request = _admit(msg, GetRequest)
-        if isinstance(request, NatsResponse):
-            return request
+    async def get(request: GetRequest) -> NatsResponse:
         (item,) = await get_items(redis, request.tenant, [request.key])
         await recorder.after_read(request.tenant, request.reader, "get", (request.key,),
                                   (item,) if request.slide else ())  # fmt: skip
         return NatsResponse(encode(GetReply(found=item is not None, item=item)))
 
-    @broker.subscriber(naming.query_subject_all("list"), queue=naming.QUERY_QUEUE_GROUP)
-    async def handle_list(msg: NatsMessage) -> NatsResponse:
-        request = _admit(msg, ListRequest)
-        if isinstance(request, NatsResponse):
-            return request
+    async def list_(request: ListRequest) -> NatsResponse:
         reply = await list_keys(
             redis, request.tenant, request.prefix, request.cursor, request.limit,
             request.with_items,
@@ -116,16 +126,32 @@ def register_query_handlers(broker: NatsBroker, redis: Redis, shards: int | None
                                   {"prefix": request.prefix})  # fmt: skip
         return NatsResponse(encode(reply))
 
-    register_browse_handlers(broker, redis, recorder, _admit)
+    @broker.subscriber(naming.query_subject_all("get"), queue=naming.QUERY_QUEUE_GROUP,
+                       max_workers=HANDLERS)  # fmt: skip
+    async def handle_get(msg: NatsMessage) -> NatsResponse:
+        return await _served(msg, GetRequest, gate, get)
+
+    @broker.subscriber(naming.query_subject_all("list"), queue=naming.QUERY_QUEUE_GROUP,
+                       max_workers=HANDLERS)  # fmt: skip
+    async def handle_list(msg: NatsMessage) -> NatsResponse:
+        return await _served(msg, ListRequest, gate, list_)
+
+    register_browse_handlers(broker, redis, recorder,
+                             lambda msg, type_, answer: _served(msg, type_, gate, answer),
+                             HANDLERS)  # fmt: skip
 
 
 def register_stats_handler(
-    broker: NatsBroker, redis: Redis, telemetry: Telemetry | None = None
-) -> RecallService:
+    broker: NatsBroker, redis: Redis, telemetry: Telemetry | None = None,
+    gate: TenantGate | None = None,
+) -> RecallService:  # fmt: skip
     """The stats query; returns the recall service whose usage ledger it reads (the recall
     subject itself is answered by ``recall.responder``, off FastStream, for latency)."""
-    service = RecallService(redis, telemetry=telemetry)
-    shards = Settings.from_env().shards  # recall never slides an expiry: not used
+    settings = Settings.from_env()
+    limits = gate.limits if gate is not None else settings.limits
+    gate = gate or TenantGate(limits)
+    service = RecallService(redis, telemetry=telemetry, limits=limits)
+    shards = settings.shards  # recall never slides an expiry: not used
     recorder = ReadRecorder(broker_publisher(broker), shards)
     pending: set[asyncio.Task[None]] = set()
 
@@ -139,14 +165,22 @@ def register_stats_handler(
 
     service.on_read = on_read
 
-    @broker.subscriber(naming.query_subject_all("stats"), queue=naming.QUERY_QUEUE_GROUP)
-    async def handle_stats(msg: NatsMessage) -> NatsResponse:
-        request = _admit(msg, StatsRequest)
-        if isinstance(request, NatsResponse):
-            return request
-        until = request.until or time.time()
+    async def stats(request: StatsRequest) -> NatsResponse:
+        try:
+            since, until = stats_window(request, limits)
+        except Refused as exc:
+            return error_response("bad_request", str(exc))
         await service.usage.flush()  # this replica's latest figures first
-        rows = await read_usage(redis, request.tenant, request.since, until)
+        try:
+            rows = await read_usage(redis, request.tenant, since, until, max_rows=limits.stats_rows)
+        except TooManyRows:
+            return error_response("bad_request", refusal(
+                "stats_rows", f"the range holds more than {limits.stats_rows} rows: narrow it"))
         return NatsResponse(encode(StatsReply(rows=tuple(rows))))
+
+    @broker.subscriber(naming.query_subject_all("stats"), queue=naming.QUERY_QUEUE_GROUP,
+                       max_workers=HANDLERS)  # fmt: skip
+    async def handle_stats(msg: NatsMessage) -> NatsResponse:
+        return await _served(msg, StatsRequest, gate, stats)
 
     return service

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, fields, replace
 from itertools import compress
 from typing import Any, ClassVar, overload
 
+from zeromem.recall.text import SPEAKER_FIELD
 from zeromem.schemas.memory import MemoryType
 
 DAY_S = 86_400.0
@@ -57,6 +58,21 @@ class RankingConfig:
     # still holds today, while chit-chat from the same day does not. Measured with
     # bench/quality/run.py: without this, old preferences lose to recent small talk.
     timeless_types: frozenset[str] = frozenset({"user_preference"})
+    # The speaker field (``text.SPEAKER_FIELD`` terms: who said a turn): a query word that
+    # names the speaker adds speaker_weight x its idf, with no length normalisation.
+    # Measured with bench/quality/run.py (development split, R@10): 0 -> 0.513 (text
+    # alone), 1 -> 0.515, 3 -> 0.517 alone; 3 in the combined default.
+    speaker_weight: float = 3.0
+    # Conversation context: a memory's time-neighbours in its owner (the turns just
+    # before and after it, within neighbour_gap_s) lend it neighbour_share of the best
+    # of their scores. Measured: 0.5 lifts within-budget recall of multi-turn answers
+    # 0.552 -> 0.615; 0.3 gave 0.615 with a smaller gain overall.
+    neighbour_share: float = 0.5
+    neighbour_gap_s: float = 1800.0
+    # A date in the query ("in March 2024", "on 14 March 2024", "2024-03-14") multiplies
+    # the score of memories from that day or month by date_weight. Measured: temporal
+    # R@10 0.419 (1) -> 0.452 (2) -> 0.484 (4); 8 no better than 4.
+    date_weight: float = 4.0
 
     def __post_init__(self) -> None:
         _check_number("k1", self.k1, low=0.0)
@@ -68,6 +84,10 @@ class RankingConfig:
         _check_number("disliked_weight", self.disliked_weight, low=0.0)
         _check_number("important_weight", self.important_weight, low=0.0)
         _check_number("feedback_max_exponent", self.feedback_max_exponent, low=1.0, high=16.0)
+        _check_number("speaker_weight", self.speaker_weight, low=0.0)
+        _check_number("neighbour_share", self.neighbour_share, low=0.0, high=1.0)
+        _check_number("neighbour_gap_s", self.neighbour_gap_s, low=0.0)
+        _check_number("date_weight", self.date_weight, low=0.0)
 
     @classmethod
     def from_dict(cls, overrides: Mapping[str, Any] | None, base: RankingConfig | None = None
@@ -223,12 +243,20 @@ def score_candidates(
     now: float,
     config: RankingConfig,
     strategy: Strategy | None = None,
+    *,
+    neighbours: Mapping[str, Sequence[str]] | None = None,
+    date_range: tuple[float, float] | None = None,
 ) -> Ranking:
     """Score every candidate and return them in rank order (lazily, see ``Ranking``).
 
     ``strategy`` (optional) first derives the config (``strategy.config(config)``), then
     drops the candidates its filters reject (kept in ``Ranking.dropped``), then multiplies
-    each score by its boost. Duplicate query terms count once.
+    each score by its boost. Duplicate query terms count once. Speaker field terms
+    (``text.SPEAKER_FIELD``) weigh ``speaker_weight`` and skip length normalisation.
+    ``date_range`` (a day or month the query names): matching memories updated then are
+    multiplied by ``date_weight``. ``neighbours`` (key -> the keys of its time-neighbours
+    in the same conversation): each candidate then gains ``neighbour_share`` x the best
+    score among its neighbours.
     """
     boost_of = None
     dropped: list[CandidateFeatures] = []
@@ -247,9 +275,14 @@ def score_candidates(
     scores = [0.0] * n
 
     k1, b = config.k1, config.b
-    idf_k1: dict[str, float] = {}  # idf * (k1 + 1), per distinct query term
+    idf_k1: dict[str, float] = {}  # idf * (k1 + 1), per distinct query text term
+    field_k1: dict[str, float] = {}  # the same times speaker_weight, per speaker field term
     for term in query_terms:
-        if term not in idf_k1:
+        if term.startswith(SPEAKER_FIELD):
+            if config.speaker_weight > 0.0 and term not in field_k1:
+                field_k1[term] = (idf(stats.df.get(term, 0), stats.n_docs) * (k1 + 1.0)
+                                  * config.speaker_weight)  # fmt: skip
+        elif term not in idf_k1:
             idf_k1[term] = idf(stats.df.get(term, 0), stats.n_docs) * (k1 + 1.0)
     avg_len = stats.avg_len
     norm_base = k1 * (1.0 - b) if avg_len > 0 else k1
@@ -269,8 +302,12 @@ def score_candidates(
     # The maths is inlined for speed; it is exactly that of time_decay() and
     # feedback_weight(), which Ranking uses to report the factors.
     matched: list[int] = []
-    if idf_k1:
+    in_dates = None
+    if date_range is not None and config.date_weight != 1.0:
+        in_dates = date_range
+    if idf_k1 or field_k1:
         get_idf = idf_k1.get
+        get_field = field_k1.get
         for i, c in enumerate(feats):
             tfs = c.term_freqs
             if not tfs:
@@ -279,9 +316,16 @@ def score_candidates(
             s = 0.0
             for term, tf in tfs.items():
                 weight = get_idf(term)
-                if weight is not None and tf > 0:
-                    s += weight * tf / (tf + denom_add)
+                if weight is not None:
+                    if tf > 0:
+                        s += weight * tf / (tf + denom_add)
+                else:
+                    weight = get_field(term)
+                    if weight is not None and tf > 0:
+                        s += weight * tf / (tf + k1)
             if s > 0.0:
+                if in_dates is not None and in_dates[0] <= c.updated_at < in_dates[1]:
+                    s *= config.date_weight
                 if half_life and c.type not in timeless:
                     age = now - c.updated_at
                     if age >= floor_age:
@@ -313,13 +357,43 @@ def score_candidates(
                 s *= boost_of(c)
             scores[i] = s
 
+    if relevance_mode and neighbours and config.neighbour_share > 0.0:
+        matched = _share_with_neighbours(feats, scores, matched, neighbours,
+                                         config.neighbour_share)  # fmt: skip
     # Zero scores (0.0 is falsy) stay out of the up-front sort: they form the lazy tail.
     if relevance_mode:
         positive = [i for i in matched if scores[i] > 0.0]
     else:
         positive = list(compress(range(n), scores))
     return Ranking(feats, scores, positive, idf_k1, norm_base, norm_per_len, now, config,
-                   boost_of, relevance_mode, dropped)
+                   boost_of, relevance_mode, dropped, field_k1)
+
+
+_TURN = MemoryType.MESSAGE.value
+
+
+def _share_with_neighbours(
+    feats: list[CandidateFeatures], scores: list[float], matched: list[int],
+    neighbours: Mapping[str, Sequence[str]], share: float,
+) -> list[int]:  # fmt: skip
+    """Each conversation turn (a ``message`` memory) gains ``share`` x the best score of
+    its neighbouring turns (as they scored on their own): a turn that answers a question
+    asked in the turn before it, or the second half of an answer told over two turns.
+    Other memories written close together (a preference, a task state) are no
+    conversation and share nothing. Returns the new matched list."""
+    position = {c.key: i for i, c in enumerate(feats) if c.type == _TURN}
+    own = scores[:]
+    added = []
+    for key, near in neighbours.items():
+        i = position.get(key)
+        if i is None:
+            continue
+        best = max((own[j] for j in map(position.get, near) if j is not None), default=0.0)
+        if best > 0.0:
+            if own[i] == 0.0:
+                added.append(i)
+            scores[i] += share * best
+    return matched + added if added else matched
 
 
 class Ranking(Sequence[ScoredCandidate]):
@@ -342,15 +416,17 @@ class Ranking(Sequence[ScoredCandidate]):
     HEAD: ClassVar[int] = 64  # positions ordered up front; a sort below this many
 
     __slots__ = (
-        "_boost_of", "_built", "_config", "_feats", "_final", "_idf_k1", "_norm_base",
-        "_norm_per_len", "_now", "_order", "_rest", "_run_end", "_scores", "_tail_added",
-        "_threshold", "_updated", "dropped", "positive", "relevance_mode",
+        "_boost_of", "_built", "_config", "_feats", "_field_k1", "_final", "_idf_k1",
+        "_norm_base", "_norm_per_len", "_now", "_order", "_rest", "_run_end", "_scores",
+        "_tail_added", "_threshold", "_updated", "dropped", "positive", "relevance_mode",
     )
 
     def __init__(self, feats: list[CandidateFeatures], scores: list[float], positive: list[int],
                  idf_k1: dict[str, float], norm_base: float, norm_per_len: float, now: float,
                  config: RankingConfig, boost_of: Callable[[CandidateFeatures], float] | None,
-                 relevance_mode: bool, dropped: list[CandidateFeatures]) -> None:
+                 relevance_mode: bool, dropped: list[CandidateFeatures],
+                 field_k1: dict[str, float] | None = None) -> None:  # fmt: skip
+        self._field_k1 = field_k1 or {}
         self._feats = feats
         self._scores = scores
         # Layer 1: every positive score >= the HEAD-th best; layer 2 (_rest) the others.
@@ -495,6 +571,8 @@ class Ranking(Sequence[ScoredCandidate]):
                     weight = self._idf_k1.get(term)
                     if weight is not None and tf > 0:
                         relevance += weight * tf / (tf + denom_add)
+                    elif tf > 0 and term in self._field_k1:
+                        relevance += self._field_k1[term] * tf / (tf + config.k1)
             else:
                 relevance = 0.0
             built = ScoredCandidate(

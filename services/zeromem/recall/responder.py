@@ -3,7 +3,9 @@
 Recall is the latency-critical read: measured on this project's machine, FastStream's
 per-request machinery cost about 0.6 ms, a fifth of the 3 ms a recall may take, so this
 one handler talks to the NATS client directly (get, list and stats stay on FastStream).
-Requests are answered concurrently, up to ``max_in_flight`` at a time.
+Requests are admitted (``query.admission``) and answered concurrently, each tenant's in
+its turn (``query.gate``): the subscription's callback never waits, so one tenant's flood
+never queues another tenant's recall behind it.
 """
 
 from __future__ import annotations
@@ -13,32 +15,34 @@ import logging
 import time
 from typing import Any
 
-import msgspec
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from opentelemetry import propagate
 from opentelemetry.trace import SpanKind
 
 from zeromem import naming
-from zeromem.query.service import reader_from_subject
+from zeromem.logs import BoundedLog
+from zeromem.query.admission import Refused, admit_request, tenant_of_query_subject
+from zeromem.query.gate import TenantGate
 from zeromem.recall.service import RecallError, RecallService
-from zeromem.schemas import ErrorReply, RecallRequest, decode, encode
+from zeromem.schemas import ErrorReply, RecallRequest, encode
 
 log = logging.getLogger(__name__)
 
 
-
 class RecallResponder:
-    def __init__(self, nc: NatsClient, service: RecallService, max_in_flight: int = 64) -> None:
+    def __init__(self, nc: NatsClient, service: RecallService,
+                 gate: TenantGate | None = None) -> None:  # fmt: skip
         self.nc = nc
         self.service = service
-        self._slots = asyncio.Semaphore(max_in_flight)
+        self.gate = gate or TenantGate(service.limits)
         self._sub: Any = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._log = BoundedLog(log, service.limits.log_interval_s)
 
     async def start(self) -> RecallResponder:
         self._sub = await self.nc.subscribe(naming.query_subject_all("recall"),
-                                            queue=naming.RECALL_QUEUE_GROUP, cb=self._on_request)  # fmt: skip
+                                            queue=naming.RECALL_QUEUE_GROUP, cb=self._on_request)
         return self
 
     async def stop(self) -> None:
@@ -48,30 +52,30 @@ class RecallResponder:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _on_request(self, msg: Msg) -> None:
-        # nats-py runs a subscription's callbacks one after another: hand each request to
-        # its own task so a slow recall never holds up the next.
-        await self._slots.acquire()
-        task = asyncio.create_task(self._answer(msg))
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        self._slots.release()
-
-    async def _answer(self, msg: Msg) -> None:
+        # nats-py runs a subscription's callbacks one after another: this one never waits.
+        # A request its tenant's budget refuses is answered at once; any other gets a task
+        # of its own, which waits for its tenant's turn (the gate bounds how many wait).
         if not msg.reply:
             return
+        tenant = tenant_of_query_subject(msg.subject)
+        refused = self.gate.admit(tenant)
+        if refused is not None:
+            await self._error(msg, *refused)
+            return
+        task = asyncio.create_task(self._answer(msg, tenant))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, msg: Msg, tenant: str) -> None:
         try:
-            request = decode(msg.data, RecallRequest)
-        except msgspec.DecodeError as exc:
+            request = admit_request(msg.subject, msg.data, RecallRequest, self.service.limits)
+        except Refused as exc:
             await self._error(msg, "bad_request", str(exc))
             return
-        checked = reader_from_subject(request, msg.subject)
-        if isinstance(checked, str):
-            await self._error(msg, "bad_request", checked)
-            return
-        request = checked
+        async with self.gate.slot(tenant):
+            await self._recall(msg, request)
+
+    async def _recall(self, msg: Msg, request: RecallRequest) -> None:
         # The agent's trace continues here: one agent turn is one trace.
         parent = propagate.extract(msg.headers or {})
         tracer = self.service.telemetry.tracer
@@ -84,8 +88,8 @@ class RecallResponder:
             except RecallError as exc:
                 await self._error(msg, "bad_request", str(exc))
                 return
-            except Exception:
-                log.exception("recall failed")
+            except Exception as exc:
+                self._log.error(("recall", type(exc)), "recall failed", exc_info=exc)
                 await self._error(msg, "internal", "recall failed; see the service log")
                 return
             elapsed = time.perf_counter() - started

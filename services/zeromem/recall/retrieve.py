@@ -35,12 +35,15 @@ from redis.exceptions import NoScriptError, ResponseError
 from zeromem import naming
 from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, Card, card_of, decode_card
 from zeromem.recall.ranking import CandidateFeatures, CorpusStats, RankingConfig, idf
+from zeromem.recall.text import is_field_term
 from zeromem.recall.tokens import count_tokens
-from zeromem.schemas import MemoryItem, RecallScope, owner_of
+from zeromem.schemas import MemoryItem, MemoryType, RecallScope, owner_of
 from zeromem.worker.engine import POSTING_TF_SCALE, posting_tf
 
 POSTINGS_LIMIT = 200  # postings read per (owner, term) at most
 RECENT_LIMIT = 20  # most recent memories per owner always considered
+NEIGHBOUR_EXPAND = 24  # best stage-one candidates whose time-neighbours are read too
+DATED_LIMIT = 200  # memories per owner from a date the query names, considered at most
 ENUMERATE_LIMIT = 5000  # a filtered set up to this size is read whole
 STAGE_TWO_MIN = 32  # candidates scored exactly, at least (more for a larger k)
 
@@ -56,6 +59,8 @@ class Gathered:
     baseline_estimated: bool
     considered: int  # distinct memories looked at, stage one included
     stage_one_cut: list[tuple[str, float]] = field(default_factory=list)
+    # key -> its time-neighbours in its owner (for the best stage-one candidates)
+    neighbours: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,18 +110,22 @@ async def gather(
     config: RankingConfig,
     now: float | None = None,
     explain: bool = False,
+    date_range: tuple[float, float] | None = None,
 ) -> Gathered:
     now = time.time() if now is None else now
     keys = naming.RedisKeys(tenant)
     keep_n = max(STAGE_TWO_MIN, 8 * k)
     if not filters.any:
-        # The common case in one round trip: statistics, stage one, and stage two's memories.
+        # The common case in one round trip: statistics, stage one, and stage two's memories,
+        # with the time-neighbours of the best and the memories of a date the query names.
         survey = await _survey(redis, keys, owners, query_terms, keep_n, config, explain,
-                               encoding)  # fmt: skip
+                               encoding, date_range)  # fmt: skip
         stats, _, _ = _corpus(owners, query_terms, survey.owner_stats, survey.df)
-        return await _finish(redis, keys, owners, filters, survey.chosen, survey.rows,
-                             survey.stage_one_cut, survey.tf, stats, survey.owner_stats, None, 0,
-                             encoding, now)  # fmt: skip
+        gathered = await _finish(redis, keys, owners, filters, survey.chosen, survey.rows,
+                                 survey.stage_one_cut, survey.tf, stats, survey.owner_stats, None,
+                                 0, encoding, now)  # fmt: skip
+        gathered.neighbours = survey.neighbours
+        return gathered
 
     # Round trip 1: statistics, document frequencies, and the size of each filter.
     async with redis.pipeline(transaction=False) as pipe:
@@ -144,7 +153,7 @@ async def gather(
 
     if not enumerate_filtered:
         survey = await _survey(redis, keys, owners, query_terms, keep_n, config, explain,
-                               encoding)  # fmt: skip
+                               encoding, None)  # fmt: skip
         return await _finish(redis, keys, owners, filters, survey.chosen, survey.rows,
                              survey.stage_one_cut, survey.tf, stats, owner_stats, None,
                              filtered_total, encoding, now)  # fmt: skip
@@ -168,7 +177,11 @@ def _corpus(
     n_docs = sum(s.get("n", 0) for s in owner_stats)
     total_len = sum(s.get("len", 0) for s in owner_stats)
     df = {t: sum(df_by_owner_term[(o, t)] for o in owners) for t in query_terms}
-    return CorpusStats(n_docs=n_docs, avg_len=total_len / n_docs if n_docs else 0.0, df=df), df, n_docs
+    return (
+        CorpusStats(n_docs=n_docs, avg_len=total_len / n_docs if n_docs else 0.0, df=df),
+        df,
+        n_docs,
+    )
 
 
 async def _finish(
@@ -202,7 +215,13 @@ async def _finish(
 
 
 def _weights(df: dict[str, int], n_docs: int, config: RankingConfig) -> dict[str, float]:
-    return {t: idf(d, n_docs) * (config.k1 + 1.0) for t, d in df.items()}
+    return {t: idf(d, n_docs) * (config.k1 + 1.0) * _term_factor(t, config)
+            for t, d in df.items()}  # fmt: skip
+
+
+def _term_factor(term: str, config: RankingConfig) -> float:
+    """What a term's BM25 weight is multiplied by: speaker_weight for a speaker term."""
+    return config.speaker_weight if is_field_term(term) else 1.0
 
 
 class _Script:
@@ -233,19 +252,27 @@ class Survey:
     rows: list[Any]
     tf: dict[str, dict[str, int]]
     stage_one_cut: list[tuple[str, float]]
+    neighbours: dict[str, list[str]]
 
 
 async def _survey(
     redis: Redis, keys: naming.RedisKeys, owners: Sequence[str], terms: Sequence[str],
     keep_n: int, config: RankingConfig, explain: bool, encoding: str,
+    date_range: tuple[float, float] | None = None,
 ) -> Survey:  # fmt: skip
+    expand = NEIGHBOUR_EXPAND if config.neighbour_share > 0.0 else 0
+    low, high = (repr(date_range[0]), repr(date_range[1])) if date_range else ("", "")
     args: list[object] = [POSTINGS_LIMIT, RECENT_LIMIT, keep_n, repr(config.k1),
                           repr(POSTING_TF_SCALE), "1" if explain else "0", f"tk:{encoding}",
-                          keys.item(""), len(owners), len(terms)]  # fmt: skip
+                          keys.item(""), len(owners), len(terms), expand,
+                          repr(config.neighbour_gap_s), low, high, DATED_LIMIT]  # fmt: skip
     args += [keys.owner_stats(owner) for owner in owners]
     args += [keys.by_time(owner) for owner in owners]
     args += [keys.by_term(owner, term) for owner in owners for term in terms]
-    stats_raw, dfs, rows, tf_flat, cut_flat, chosen = await _SURVEY(redis, args)
+    args += [repr(_term_factor(term, config)) for term in terms]
+    args += list(owners)
+    args += [keys.by_type(owner, MemoryType.MESSAGE.value) for owner in owners]
+    stats_raw, dfs, rows, tf_flat, cut_flat, chosen, near = await _SURVEY(redis, args)
     owner_stats = [
         {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)} for flat in stats_raw
     ]
@@ -264,8 +291,11 @@ async def _survey(
     # string order would follow the server's locale).
     cut = sorted(((cut_flat[j], float(cut_flat[j + 1])) for j in range(0, len(cut_flat), 2)),
                  key=lambda pair: (-pair[1], pair[0]))  # fmt: skip
+    neighbours: dict[str, list[str]] = {}
+    for j in range(0, len(near), 2):
+        neighbours.setdefault(near[j].decode(), []).append(near[j + 1].decode())
     return Survey(owner_stats, df_by_owner_term, chosen, rows, tf,
-                  [(m.decode(), e) for m, e in cut])  # fmt: skip
+                  [(m.decode(), e) for m, e in cut], neighbours)  # fmt: skip
 
 
 async def _from_filtered_set(
@@ -406,8 +436,20 @@ end
 """.replace("@CARD@", CARD_FIELD).replace("@CARD_COMMAND@", CARD_COMMAND_FIELD)
 
 # ARGV: postings limit, recent limit, stage-two size, k1, the posting score's tf scale,
-# explain ('1'/'0'), token field, item key prefix, owners n, terms m, then n owner-stats
-# keys, n time index keys, n*m term keys (owner-major).
+# explain ('1'/'0'), token field, item key prefix, owners n, terms m, neighbour expansion
+# (how many of the best stage-one candidates get their time-neighbours read), neighbour
+# gap (seconds), date range low and high ('' for none), dated limit, then n owner-stats
+# keys, n time index keys, n*m term keys (owner-major), m term factors (a term's weight is
+# multiplied by its factor: the speaker weight for a speaker term), n owners, n keys of the
+# owners' conversation turns (their type set of ``message`` memories).
+#
+# The memories of the query's date range (at most the dated limit per owner, from the
+# time index) join the recent ones: always scored. The neighbours of a conversation turn
+# are the turns just before and after it in its owner's time index, within the gap; they
+# are read for stage two too, and reported as pairs. Only turns are expanded (ranking
+# shares scores between turns only): reading the neighbours of every candidate of an
+# owner of facts doubled the memories stage two read (60 -> 107 per recall at 10k in
+# scope) and put recall's p50 at 10k over its 3 ms target (bench/recall_latency.py).
 #
 # Stage one estimates every posting's memory with BM25 at the average document length
 # (sum over the query terms of idf * (k1 + 1) * tf / (tf + k1)), and keeps the best
@@ -419,16 +461,22 @@ end
 #
 # Returns {owner stats (flat HGETALL per owner), df per (owner, term), the chosen memories'
 # rows (see read), their query-term frequencies (key, {term index, tf, ...}), the cut
-# memories with their estimates when explaining (key, '%.17g'), the number chosen}.
+# memories with their estimates when explaining (key, '%.17g'), the number chosen,
+# neighbour pairs (key, neighbour key, ...)}.
 _SURVEY_LUA = _READ_LUA + """
 local call, tonumber, floor = redis.call, tonumber, math.floor
 local limit, nrecent, keep = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local k1, scale, explain = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1'
 local token_field, prefix = ARGV[7], ARGV[8]
 local n, m = tonumber(ARGV[9]), tonumber(ARGV[10])
-local base = 10
+local expand, gap = tonumber(ARGV[11]), tonumber(ARGV[12])
+local date_low, date_high, dated = ARGV[13], ARGV[14], tonumber(ARGV[15])
+local base = 15
+local factor_at = base + 2 * n + n * m
+local owner_at = factor_at + m
+local turns_at = owner_at + n
 
-local stats, dfs, recents = {}, {}, {}
+local stats, dfs, recents, turns = {}, {}, {}, {}
 local n_docs = 0
 for o = 1, n do
   local flat = call('HGETALL', ARGV[base + o])
@@ -436,7 +484,17 @@ for o = 1, n do
   for i = 1, #flat, 2 do
     if flat[i] == 'n' then n_docs = n_docs + tonumber(flat[i + 1]) end
   end
+  turns[o] = call('SCARD', ARGV[turns_at + o])
   recents[o] = call('ZREVRANGE', ARGV[base + n + o], 0, nrecent - 1)
+  if date_low ~= '' then
+    local owned = recents[o]
+    local seen = {}
+    for _, member in ipairs(owned) do seen[member] = true end
+    for _, member in ipairs(call('ZRANGEBYSCORE', ARGV[base + n + o], date_low,
+                                 '(' .. date_high, 'LIMIT', 0, dated)) do
+      if not seen[member] then owned[#owned + 1] = member end
+    end
+  end
 end
 local df = {}
 for t = 1, m do df[t] = 0 end
@@ -453,6 +511,7 @@ local weight = {}
 for t = 1, m do
   local d = math.min(math.max(df[t], 0), docs)
   weight[t] = math.log(1.0 + (docs - d + 0.5) / (d + 0.5)) * (k1 + 1.0)
+              * tonumber(ARGV[factor_at + t])
 end
 
 -- Memories found in postings are numbered in the order found; per number: the estimate,
@@ -612,6 +671,54 @@ for o = 1, n do
     end
   end
 end
+-- The time-neighbours of the best conversation turns (by estimate), read for stage two as
+-- well. Only turns share with turns, so an owner without any reads nothing here.
+local pairs_out = {}
+local any_turns = false
+for o = 1, n do any_turns = any_turns or turns[o] > 0 end
+if expand > 0 and n_members > 0 and any_turns then
+  local owner_index = {}
+  for o = 1, n do owner_index[ARGV[owner_at + o]] = o end
+  local best_first = {}
+  for _, member in ipairs(chosen) do
+    if number[member] then best_first[#best_first + 1] = number[member] end
+  end
+  table.sort(best_first, function(a, b) return est[a] > est[b] end)
+  local expanded = 0
+  for j = 1, #best_first do
+    if expanded >= expand then break end
+    local member = members[best_first[j]]
+    local o = owner_index[string.match(member, '^[^:]*:[^:]*')]
+    local turn_set = o and turns[o] > 0 and ARGV[turns_at + o]
+    if turn_set and call('SISMEMBER', turn_set, member) == 1 then
+      expanded = expanded + 1
+      local index = ARGV[base + n + o]
+      local rank = call('ZRANK', index, member)
+      if rank then
+        local around = call('ZRANGE', index, math.max(rank - 1, 0), rank + 1, 'WITHSCORES')
+        local at = nil
+        for i = 1, #around, 2 do
+          if around[i] == member then at = tonumber(around[i + 1]) end
+        end
+        for i = 1, #around, 2 do
+          local other = around[i]
+          if other ~= member and math.abs(tonumber(around[i + 1]) - at) <= gap
+              and call('SISMEMBER', turn_set, other) == 1 then
+            pairs_out[#pairs_out + 1] = member
+            pairs_out[#pairs_out + 1] = other
+            pairs_out[#pairs_out + 1] = other
+            pairs_out[#pairs_out + 1] = member
+            if not is_chosen[other] then
+              is_chosen[other] = true
+              chosen[#chosen + 1] = other
+            end
+          end
+        end
+      end
+    end
+  end
+end
+
 local cut = {}
 if explain and not everything then
   for k = 1, n_members do
@@ -642,7 +749,7 @@ for _, member in ipairs(chosen) do
     tfs[#tfs + 1] = tf
   end
 end
-return {stats, dfs, rows, tfs, cut, #chosen}
+return {stats, dfs, rows, tfs, cut, #chosen, pairs_out}
 """
 
 # ARGV: token field, item key prefix, then the keys of the memories to read.

@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterable
 
 from redis.asyncio import Redis
 
+from zeromem.limits import Limits, refusal
 from zeromem.recall.card import Card, card_of
+from zeromem.recall.dates import date_range
 from zeromem.recall.packing import PackItem, pack
 from zeromem.recall.ranking import (
     ByTag,
@@ -27,7 +29,7 @@ from zeromem.recall.ranking import (
     score_candidates,
 )
 from zeromem.recall.retrieve import Filters, fetch_items, gather
-from zeromem.recall.text import terms
+from zeromem.recall.text import field_terms, terms
 from zeromem.recall.tokens import token_counter
 from zeromem.recall.usage import UsageLedger
 from zeromem.schemas import (
@@ -39,7 +41,7 @@ from zeromem.schemas import (
     RecallRequest,
     RecallScope,
 )
-from zeromem.telemetry import Telemetry, attributes
+from zeromem.telemetry import Telemetry
 
 EXPLAIN_LIMIT = 200  # candidates listed in the explain view, best first
 
@@ -87,11 +89,14 @@ def _strategy_filters(strategy: Strategy) -> tuple[float | None, set[str], set[s
 
 class RecallService:
     def __init__(
-        self, redis: Redis, config: RankingConfig | None = None, telemetry: Telemetry | None = None
-    ) -> None:
+        self, redis: Redis, config: RankingConfig | None = None, telemetry: Telemetry | None = None,
+        limits: Limits | None = None,
+    ) -> None:  # fmt: skip
         self.redis = redis
         self.config = config or RankingConfig()
+        self.limits = limits or Limits()
         self.telemetry = telemetry or Telemetry()
+        self.telemetry.bound(self.limits.metric_tenants, self.limits.metric_agents)
         self.usage = UsageLedger(redis)
         # Called with each answered recall (the read services set it: the audit record of
         # the read, with the reader and the keys recalled). Must not block.
@@ -113,11 +118,13 @@ class RecallService:
         """Record an answered recall: metrics, usage, and the ``on_read`` hook."""
         self.telemetry.record_recall(request.tenant, request.reader, reply.tokens,
                                      reply.baseline_tokens, elapsed_s)  # fmt: skip
-        self.usage.record(request.tenant, request.reader, reply.tokens, reply.baseline_tokens,
+        # The ledger names the same agents the metrics do (bounded per tenant).
+        agent = self.telemetry.agent(request.tenant, request.reader) if request.reader else ""
+        self.usage.record(request.tenant, agent, reply.tokens, reply.baseline_tokens,
                           request.history_tokens)  # fmt: skip
         if request.history_tokens:
-            self.telemetry.history_tokens.add(request.history_tokens,
-                                              attributes(request.tenant, request.reader))  # fmt: skip
+            self.telemetry.history_tokens.add(
+                request.history_tokens, self.telemetry.attributes(request.tenant, request.reader))
         if self.on_read is not None:
             self.on_read(request, reply)
 
@@ -138,12 +145,18 @@ class RecallService:
             filters = Filters(frozenset(only_types), filters.tags, filters.since, filters.until,
                               filters.prefix)  # fmt: skip
         query_terms = list(dict.fromkeys(terms(request.query)))
+        if len(query_terms) > self.limits.query_terms:
+            raise RecallError(refusal("query_terms", f"{len(query_terms)} distinct terms in the "
+                                      f"query, limit {self.limits.query_terms}"))  # fmt: skip
         config = strategy.config(self.config)
+        if query_terms and config.speaker_weight > 0.0:
+            query_terms += field_terms(query_terms)  # any query word may name a speaker
+        dates = date_range(request.query) if config.date_weight != 1.0 else None
 
         gathered = await gather(
             self.redis, request.tenant, owners, query_terms, filters,
             k=request.k, encoding=request.encoding, config=config, now=now,
-            explain=request.explain,
+            explain=request.explain, date_range=dates,
         )  # fmt: skip
         if request.include_archived:
             # The archive tier is in no index: its records are read and analysed here.
@@ -158,7 +171,8 @@ class RecallService:
                     gathered.features.append(features)
                     gathered.items[features.key] = card_of(archived[features.key])
         ranking = score_candidates(gathered.features, query_terms, gathered.stats, now,
-                                   self.config, strategy)  # fmt: skip
+                                   self.config, strategy, neighbours=gathered.neighbours,
+                                   date_range=dates)  # fmt: skip
 
         items = gathered.items
         # A query whose terms match nothing recalls nothing: recent but unrelated memories
@@ -216,17 +230,17 @@ class RecallService:
         out = [
             Candidate(key=c.key, score=round(c.score, 6), relevance=round(c.relevance, 6),
                       decay=round(c.decay, 6), feedback=round(c.feedback, 6),
-                      tokens=c.features.tokens, decision=result.decision(c))  # fmt: skip
+                      tokens=c.features.tokens, decision=result.decision(c))
             for c in ranking[:EXPLAIN_LIMIT]
         ]
         out += [
             Candidate(key=f.key, score=0.0, relevance=0.0, decay=0.0, feedback=0.0,
-                      tokens=f.tokens, decision="cut: filtered by strategy")  # fmt: skip
+                      tokens=f.tokens, decision="cut: filtered by strategy")
             for f in ranking.dropped[: max(0, EXPLAIN_LIMIT - len(out))]
         ]
         out += [
             Candidate(key=key, score=round(estimate, 6), relevance=0.0, decay=0.0, feedback=0.0,
-                      tokens=0, decision="cut: below the exact-scoring cut (stage one)")  # fmt: skip
+                      tokens=0, decision="cut: below the exact-scoring cut (stage one)")
             for key, estimate in gathered.stage_one_cut[: max(0, EXPLAIN_LIMIT - len(out))]
         ]
         return tuple(out)

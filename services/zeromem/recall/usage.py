@@ -80,9 +80,20 @@ class UsageLedger:
         await self.flush()
 
 
-async def read_usage(redis: Redis, tenant: str, since: float, until: float) -> list[UsageRow]:
+class TooManyRows(ValueError):
+    """The range holds more rows than one reply may carry."""
+
+
+async def read_usage(redis: Redis, tenant: str, since: float, until: float,
+                     max_rows: int | None = None) -> list[UsageRow]:  # fmt: skip
+    """The tenant's rows between ``since`` and ``until``. Only the days the ledger still
+    keeps are read (at most 36 hash reads, whatever the range); more than ``max_rows``
+    rows raise ``TooManyRows``."""
     keys = naming.RedisKeys(tenant)
-    days = sorted({_day(t) for t in range(int(since), int(until) + 86400, 86400)} | {_day(until)})
+    first = max(since, time.time() - RETENTION_S - 86400)
+    if first > until:
+        return []
+    days = sorted({_day(t) for t in range(int(first), int(until) + 86400, 86400)} | {_day(until)})
     async with redis.pipeline(transaction=False) as pipe:
         for day in days:
             pipe.hgetall(keys.usage(day))
@@ -90,7 +101,16 @@ async def read_usage(redis: Redis, tenant: str, since: float, until: float) -> l
     rows: dict[tuple[float, str], dict[str, int]] = {}
     for reply in replies:
         for field, value in reply.items():
-            minute, agent, measure = field.decode().split("|")
-            if since <= float(minute) <= until:
-                rows.setdefault((float(minute), agent), {})[measure] = int(value)
+            parts = field.decode(errors="replace").split("|")
+            if len(parts) != 3 or parts[2] not in MEASURES:
+                continue  # not a field this ledger writes
+            minute, agent, measure = parts
+            try:
+                at = float(minute)
+            except ValueError:
+                continue
+            if since <= at <= until:
+                rows.setdefault((at, agent), {})[measure] = int(value)
+                if max_rows is not None and len(rows) > max_rows:
+                    raise TooManyRows(f"more than {max_rows} rows")
     return [UsageRow(minute=m, agent=a, **counts) for (m, a), counts in sorted(rows.items())]

@@ -271,11 +271,17 @@ class MemoryClient:
         wait: Wait | str = Wait.NONE,
         refresh_on_read: bool = False,
         sensitive: bool = False,
+        created_at: float | None = None,
+        updated_at: float | None = None,
+        index_key: bool = False,
     ) -> Receipt:
         """Create or replace the memory at ``key`` (``namespace:owner:name``); a key with
         no name (``task:t42``) appends a new memory under a generated, time-ordered name.
         ``refresh_on_read``: every read pushes the expiry ``ttl`` further (sliding TTL).
-        ``sensitive``: content and value never appear in the audit trail or a log line."""
+        ``sensitive``: content and value never appear in the audit trail or a log line.
+        ``created_at`` / ``updated_at``: the memory's own times (epoch seconds), within the
+        workers' ``max_clock_skew_s`` of now (older ones: ``zeromem import``).
+        ``index_key``: recall matches the key's name too."""
         return await self.send(
             Put(
                 **self._envelope(key, expected_version),
@@ -289,6 +295,9 @@ class MemoryClient:
                 ttl_s=ttl,
                 refresh_on_read=refresh_on_read,
                 sensitive=sensitive,
+                created_at=created_at,
+                updated_at=updated_at,
+                index_key=index_key,
             ),
             wait,
         )
@@ -404,10 +413,14 @@ class MemoryClient:
             "expected_version": expected_version,
         }
 
-    async def send(self, command: Command, wait: Wait | str = Wait.NONE) -> Receipt:
-        """Publish any command (built by hand or by the helpers above)."""
+    async def send(
+        self, command: Command, wait: Wait | str = Wait.NONE, *, importing: bool = False
+    ) -> Receipt:
+        """Publish any command (built by hand or by the helpers above). ``importing``:
+        on the import subject, where a put may carry older times (``zeromem import``; a
+        credential needs the right to publish there)."""
         wait = wait if type(wait) is Wait else Wait(wait)
-        subject, named = self._route(command.tenant, command.agent, command.key)
+        subject, named = self._route(command.tenant, command.agent, command.key, importing)
         owner_command = type(command) in (Forget, Archive)
         key = command.key if named or owner_command else f"{command.key}:{command.id}"
         headers = {naming.MSG_ID_HEADER: self._dedupe_id(command.id)}
@@ -438,7 +451,10 @@ class MemoryClient:
         except TimeoutError:
             self._waiting.pop(command.id, None)
             raise ServiceUnavailableError("JetStream", self.timeout) from None
-        if result_future is None:
+        if result_future is None or ack.duplicate:
+            # A duplicate was stored before: this publish delivers nothing to a worker, so
+            # no result would come for it (it was, or will be, applied as it was then).
+            self._waiting.pop(command.id, None)
             return Receipt(command.id, key, "stored", ack.seq, bool(ack.duplicate))
         try:
             result = await asyncio.wait_for(result_future, self.timeout)
@@ -451,11 +467,18 @@ class MemoryClient:
         )
         return Receipt(command.id, key, status, ack.seq, bool(ack.duplicate), result)
 
-    def _find_route(self, tenant: str, agent: str, key: str) -> tuple[str, bool]:
-        """(the command subject, whether the key names a memory)."""
+    def route(self, tenant: str, agent: str, key: str,
+              importing: bool = False) -> tuple[str, bool]:  # fmt: skip
+        """(the subject a command on ``key`` goes to, whether the key names a memory)."""
+        return self._route(tenant, agent, key, importing)
+
+    def _find_route(self, tenant: str, agent: str, key: str,
+                    importing: bool = False) -> tuple[str, bool]:  # fmt: skip
+        """(the command or import subject, whether the key names a memory)."""
         parsed = MemoryKey.parse(key)  # fail fast, in the agent, on a bad key
         shard = naming.shard_for(tenant, parsed.owner, self.shards)
-        return naming.command_subject(tenant, shard, agent), parsed.name is not None
+        subject = naming.import_subject if importing else naming.command_subject
+        return subject(tenant, shard, agent), parsed.name is not None
 
     def _dedupe_id(self, command_id: str) -> str:
         """JetStream's dedupe id of a command: scoped to this tenant and agent, and a keyed
@@ -511,7 +534,9 @@ class MemoryClient:
                               slide=slide)  # fmt: skip
         return await self._request("list", request, ListReply)
 
-    async def iter_list(self, prefix: str = "", *, page_size: int = 100) -> AsyncIterator[MemoryItem]:
+    async def iter_list(
+        self, prefix: str = "", *, page_size: int = 100
+    ) -> AsyncIterator[MemoryItem]:
         cursor = ""
         while True:
             page = await self.list(prefix, cursor=cursor, limit=page_size)
@@ -570,7 +595,7 @@ class MemoryClient:
     async def stats(self, since: float = 0.0, until: float = 0.0) -> StatsReply:
         """This tenant's recall token usage per agent and minute (for ``zeromem stats``)."""
         return await self._request("stats", StatsRequest(tenant=self.tenant, reader=self.agent,
-                                                         since=since, until=until), StatsReply)  # fmt: skip
+                                                         since=since, until=until), StatsReply)
 
     async def search(
         self, keyword: str, *, owners: Iterable[str] = (), prefix: str = "", limit: int = 10

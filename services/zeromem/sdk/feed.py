@@ -182,10 +182,10 @@ class ChangeFeed:
             position = first + index
             if position <= self._resume_after:
                 continue
-            if self.prefix and not (result.key + ":").startswith(self.prefix) \
-                    and not result.key.startswith(self.prefix):  # fmt: skip
-                if not any(k.startswith(self.prefix) for k in getattr(result, "keys", ())):
-                    continue
+            if (self.prefix and not (result.key + ":").startswith(self.prefix)
+                    and not result.key.startswith(self.prefix)
+                    and not any(k.startswith(self.prefix) for k in getattr(result, "keys", ()))):
+                continue
             ident = f"{result.command_id}|{type(result).__name__}"
             if ident in self._seen:
                 continue

@@ -1,5 +1,10 @@
 """The instruments, declared once. Attributes are bounded: tenant, agent, op, shard,
-outcome; never a key or free text (a key per series would explode any backend)."""
+outcome; never a key or free text (a key per series would explode any backend). Tenant
+and agent values come from clients, so they are bounded in number too: ``Telemetry``
+names the first ``Limits.metric_tenants`` tenants and, per tenant, the first
+``Limits.metric_agents`` agents it sees, and counts any later one as ``_other`` (50
+recalls with unique 200 KB reader strings once grew a Prometheus page from 2 MB to
+222 MB)."""
 
 from __future__ import annotations
 
@@ -24,6 +29,9 @@ def attributes(tenant: str, agent: str = "", **more: str | int) -> dict[str, str
     return attrs
 
 
+OTHER = "_other"  # the attribute value of a tenant or an agent past the bound
+
+
 class Telemetry:
     """Every zeromem instrument, on one meter. Built from a MeterProvider so tests can read
     real values through an in-memory reader; with none, the global (no-op unless the
@@ -33,10 +41,16 @@ class Telemetry:
         self,
         meter_provider: MeterProvider | None = None,
         tracer_provider: trace.TracerProvider | None = None,
+        *,
+        max_tenants: int = 1000,
+        max_agents: int = 100,
     ) -> None:
         meter: Meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE)
         self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(SCOPE)
         self._lag: dict[int, int] = {}
+        self.max_tenants = max_tenants
+        self.max_agents = max_agents
+        self._agents: dict[str, set[str]] = {}  # tenant -> agents named in attributes
 
         # --- the write path ---
         self.commands_published = meter.create_counter(
@@ -97,16 +111,46 @@ class Telemetry:
 
     # --- helpers the services call -------------------------------------------------------
 
+    def bound(self, max_tenants: int, max_agents: int) -> None:
+        """Set the bounds on attribute values (from ``Limits``; a service calls it)."""
+        self.max_tenants, self.max_agents = max_tenants, max_agents
+
+    def tenant(self, tenant: str) -> str:
+        """``tenant`` as an attribute value: itself, or ``_other`` past the bound."""
+        if tenant in self._agents:
+            return tenant
+        if len(self._agents) >= self.max_tenants:
+            return OTHER
+        self._agents[tenant] = set()
+        return tenant
+
+    def agent(self, tenant: str, agent: str) -> str:
+        """``agent`` of ``tenant`` as an attribute value (``_other`` past the bound)."""
+        agents = self._agents.get(self.tenant(tenant))
+        if agents is None or agent in agents:
+            return agent if agents is not None else OTHER
+        if len(agents) >= self.max_agents:
+            return OTHER
+        agents.add(agent)
+        return agent
+
+    def attributes(self, tenant: str, agent: str = "", **more: str | int) -> dict[str, str | int]:
+        """``attributes``, with tenant and agent bounded."""
+        label = self.tenant(tenant)
+        return attributes(label, self.agent(tenant, agent) if agent else "", **more)
+
     def set_lag(self, shard: int, pending: int) -> None:
         self._lag[shard] = pending
 
     def _observe_lag(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(pending, {"zeromem.shard": shard}) for shard, pending in self._lag.items()]
+        return [
+            Observation(pending, {"zeromem.shard": shard}) for shard, pending in self._lag.items()
+        ]
 
     def record_recall(
         self, tenant: str, agent: str, injected: int, baseline: int, seconds: float
     ) -> None:
-        attrs = attributes(tenant, agent)
+        attrs = self.attributes(tenant, agent)
         self.recalls.add(1, attrs)
         self.tokens_injected.add(injected, attrs)
         self.tokens_baseline.add(baseline, attrs)

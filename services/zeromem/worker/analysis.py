@@ -1,4 +1,4 @@
-"""The engine as the services run it: content analysed for recall's inverted index and
+"""The engine as the services run it: a memory analysed for recall's inverted index and
 token counts computed once, at write time, instead of on every recall."""
 
 from __future__ import annotations
@@ -6,27 +6,30 @@ from __future__ import annotations
 from functools import lru_cache
 
 from zeromem.encoding import encode_value
-from zeromem.recall.text import doc_length, index_terms
+from zeromem.recall.text import doc_length, index_terms, source_text
 from zeromem.recall.tokens import count_tokens
 from zeromem.schemas import MemoryItem, MemoryKey
-from zeromem.worker.engine import Analysis, Engine
+from zeromem.worker.engine import DEFAULT_MAX_CLOCK_SKEW_S, Analysis, Engine
 
 DEFAULT_ENCODING = "cl100k_base"
 
 
 def analyse(item: MemoryItem) -> Analysis:
-    return _analyse(item.content, MemoryKey.parse(item.key).name, item.tags)
+    return _analyse(item.content, MemoryKey.parse(item.key).name, item.tags,
+                    source_text(item.value), item.index_key)  # fmt: skip
 
 
 @lru_cache(maxsize=1 << 14)
-def _analyse(content: str, name: str | None, tags: tuple[str, ...]) -> Analysis:
+def _analyse(content: str, name: str | None, tags: tuple[str, ...], text: str,
+             index_name: bool) -> Analysis:  # fmt: skip
     # Cached because an overwrite analyses the old version too, which this worker most
-    # likely analysed when it wrote it. Analysis is a pure function of these three.
-    terms = index_terms(content, name, tags)
+    # likely analysed when it wrote it. Analysis is a pure function of these.
+    terms = index_terms(content, name, tags, text=text, index_name=index_name)
     return Analysis(
         terms=terms, length=doc_length(terms), tokens=count_tokens(content, DEFAULT_ENCODING)
     )
 
 
-def default_engine() -> Engine:
-    return Engine(analyse=analyse, derive_content=encode_value, encoding=DEFAULT_ENCODING)
+def default_engine(max_clock_skew_s: float = DEFAULT_MAX_CLOCK_SKEW_S) -> Engine:
+    return Engine(analyse=analyse, derive_content=encode_value, encoding=DEFAULT_ENCODING,
+                  max_clock_skew_s=max_clock_skew_s)  # fmt: skip

@@ -27,6 +27,8 @@
 --   15 clear the item's expiry on a write ('1'/'0'; only a tombstone has one)
 --   16 feedback coalesced into this one: flat array of result key, result; each one not
 --      recorded yet is recorded and counted with this one in a single increment
+--   17 the tenant's stored-totals hash (n memories, b bytes of their stored form), moved
+--      by every write, tombstone and archive here, where the old size is known exactly
 
 if ARGV[2] ~= '' and redis.call('GET', ARGV[1]) ~= ARGV[2] then
   return 'fenced'
@@ -65,6 +67,14 @@ local function apply(d)
   -- above; decided again, it is found by the worker's own look-up.)
   if d[2] ~= '' and not redis.call('SET', d[2], d[4], 'NX', 'EX', ARGV[5]) then
     return {'dup', redis.call('GET', d[2])}
+  end
+
+  if d[17] and (action == 'w' or action == 't' or action == 'a') then
+    local before = redis.call('HSTRLEN', item_key, 'd')
+    local after = action == 'w' and #d[10] or 0
+    local count = (after > 0 and 1 or 0) - (before > 0 and 1 or 0)
+    if count ~= 0 then redis.call('HINCRBY', d[17], 'n', count) end
+    if after ~= before then redis.call('HINCRBY', d[17], 'b', after - before) end
   end
 
   if action == 'w' then

@@ -19,6 +19,7 @@ import msgspec
 
 from zeromem import naming
 from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, encode_card
+from zeromem.recall.text import same_source_text
 from zeromem.schemas import (
     Applied,
     Archive,
@@ -77,6 +78,7 @@ class KeyState:
     feedback: FeedbackCounts = field(default_factory=FeedbackCounts)
     archived: bool = False  # the key's memory sits in the archive tier
     archived_item: MemoryItem | None = None  # read only for a restore
+    size: int = 0  # bytes of the stored memory (its encoded form), 0 without one
 
     def live(self, now: float) -> MemoryItem | None:
         item = self.item
@@ -111,11 +113,19 @@ class Outcome:
     followers: list[Outcome] = field(default_factory=list)
 
 
+DEFAULT_MAX_CLOCK_SKEW_S = 300.0
+
+
 class Engine:
-    def __init__(self, analyse: Analyser, derive_content: ContentDeriver, encoding: str) -> None:
+    def __init__(self, analyse: Analyser, derive_content: ContentDeriver, encoding: str,
+                 max_clock_skew_s: float = DEFAULT_MAX_CLOCK_SKEW_S) -> None:  # fmt: skip
         self.analyse = analyse
         self.derive_content = derive_content
         self.token_field = f"tk:{encoding}"
+        # How far a put's own times (``Put.created_at`` / ``updated_at``) may stray from
+        # the time the command was stored, unless it came on the import subject (older
+        # times allowed there, never future ones).
+        self.max_clock_skew_s = max_clock_skew_s
 
     def warm_up(self) -> None:
         """Run the analyser once, so what it loads lazily (the tokenizer's vocabulary takes
@@ -137,8 +147,10 @@ class Engine:
         parsed = MemoryKey.parse(key)
         return key if parsed.name else f"{key}:{command.id}"
 
-    def decide(self, command: Command, key: str, state: KeyState, now: float) -> Outcome:
-        """Decide ``command`` against ``state`` and advance ``state`` to what follows."""
+    def decide(self, command: Command, key: str, state: KeyState, now: float,
+               importing: bool = False) -> Outcome:  # fmt: skip
+        """Decide ``command`` against ``state`` and advance ``state`` to what follows.
+        ``importing``: it came on the import subject, where a put may be backdated."""
         stored = state.item
         expired = stored is not None and stored.expires_at is not None and stored.expires_at <= now
         live = None if expired else stored  # as KeyState.live, without the call
@@ -167,6 +179,11 @@ class Engine:
         # (a rebuild replays the log without the reaper's timing).
         next_version = state.version + (2 if expired else 1)
         if isinstance(command, Put):
+            if command.created_at is not None or command.updated_at is not None:
+                refusal = self._time_refusal(command, now, importing)
+                if refusal:
+                    base.result = self._rejected(command, key, now, refusal)
+                    return base
             new = self._put_item(command, key, live, next_version, now)
         elif isinstance(command, Restore):
             return self._restore(command, key, state, live, now, base)
@@ -223,19 +240,43 @@ class Engine:
 
     # --- the individual commands ---------------------------------------------------------
 
+    def _time_refusal(self, command: Put, now: float, importing: bool) -> str:
+        """Why a put's own times are refused ("" when they are fine)."""
+        created, updated = command.created_at, command.updated_at
+        if created is not None and updated is not None and updated < created:
+            return "invalid: updated_at is before created_at"
+        skew = self.max_clock_skew_s
+        for name, at in (("created_at", created), ("updated_at", updated)):
+            if at is None:
+                continue
+            if at > now + skew:
+                return (f"clock_skew: {name} is {at - now:.0f} s after the time the command "
+                        f"was stored; at most max_clock_skew_s={skew:g}")
+            if at < now - skew and not importing:
+                return (f"clock_skew: {name} is {now - at:.0f} s before the time the command "
+                        f"was stored; at most max_clock_skew_s={skew:g} on an agent's command "
+                        "subject (older times come through the import subject: zeromem import)")
+        return ""
+
     def _put_item(
         self, command: Put, key: str, live: MemoryItem | None, version: int, now: float
     ) -> MemoryItem:
         content = command.content if command.content is not None else self.derive_content(
             command.value
         )
+        # The put's own times when it carries them (checked by _time_refusal), else now.
+        updated = command.updated_at if command.updated_at is not None else command.created_at
+        created = command.created_at
+        if created is None:
+            created = live.created_at if live is not None else (now if updated is None
+                                                                else min(now, updated))
         return MemoryItem(
             key=key,
             value=command.value,
             content=content,
             type=command.type,
-            created_at=live.created_at if live is not None else now,
-            updated_at=now,
+            created_at=created,
+            updated_at=now if updated is None else updated,
             version=version,
             tags=command.tags if len(command.tags) < 2 else tuple(dict.fromkeys(command.tags)),
             references=command.references,
@@ -246,6 +287,7 @@ class Engine:
             ttl_s=command.ttl_s,
             refresh_on_read=command.refresh_on_read and command.ttl_s is not None,
             sensitive=command.sensitive,
+            index_key=command.index_key,
         )
 
     def _patched_item(
@@ -420,12 +462,12 @@ class Engine:
         summary = Outcome(command, owner, None, guarded=False)  # type: ignore[arg-type]
         if owner.count(":") != 1:
             summary.result = self._rejected(command, owner, now, "invalid: the key of a "
-                                            f"{op} names an owner (namespace:owner_id)")  # fmt: skip
+                                            f"{op} names an owner (namespace:owner_id)")
             return [summary]
         prefix = command.prefix
         if prefix and not (prefix + ":").startswith(owner + ":"):
             summary.result = self._rejected(command, owner, now,
-                                            f"invalid: prefix {prefix!r} is outside {owner!r}")  # fmt: skip
+                                            f"invalid: prefix {prefix!r} is outside {owner!r}")
             return [summary]
         tenant = command.tenant
         keys = redis_keys(tenant)
@@ -455,7 +497,11 @@ class Engine:
             for key in sorted(states):
                 state = states[key]
                 live = state.live(now)
-                if live is None or not key.startswith(prefix) or live.updated_at >= command.older_than:
+                if (
+                    live is None
+                    or not key.startswith(prefix)
+                    or live.updated_at >= command.older_than
+                ):
                     continue
                 part = Outcome(command, key, None, base_version=state.version,  # type: ignore[arg-type]
                                base_command=state.last_command, record=False,
@@ -485,7 +531,9 @@ class Engine:
     # removes the entries the old version had and the new one lacks, and adds the rest.
     # Owner statistics (counts and token sums, overall and per type) move by deltas.
 
-    def _entries(self, tenant: str, key: str, item: MemoryItem, doc: Analysis) -> dict[tuple[str, str], Any]:
+    def _entries(
+        self, tenant: str, key: str, item: MemoryItem, doc: Analysis
+    ) -> dict[tuple[str, str], Any]:
         """(redis key, kind) -> score for a sorted set, or None for a set."""
         keys = naming.RedisKeys(tenant)
         owner = _owner(key)
@@ -571,6 +619,8 @@ def _same_index_shape(old: MemoryItem, new: MemoryItem) -> bool:
     """True when every index entry but the time index is the same for both versions."""
     return (
         old.content == new.content
+        and (old.value == new.value or same_source_text(old.value, new.value))
+        and old.index_key == new.index_key
         and old.tags == new.tags
         and old.type == new.type
         and old.created_at == new.created_at

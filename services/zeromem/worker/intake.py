@@ -2,9 +2,10 @@
 
 Everything an agent could get wrong is caught here, before any state is touched: bytes
 that are not msgpack, an unknown op, missing or mistyped fields, a key outside the grammar,
-content over 200 characters, a value over the size limit, a tenant or an agent in the
-payload that is not the subject's (the subject's are what the server checked), a shard that
-is not the owner's.
+a tenant or an agent in the payload that is not the subject's (the subject's are what the
+server checked), a shard that is not the owner's, and every limit of ``zeromem.limits``
+(sizes, counts, nesting) with the rules that go with them (string map keys, no extension
+types, finite numbers). A refusal names the limit.
 """
 
 from __future__ import annotations
@@ -13,7 +14,20 @@ import functools
 from dataclasses import dataclass
 
 from zeromem import naming
-from zeromem.schemas import Command, DecodeError, Patch, Put, decode_command, encode, owner_of
+from zeromem.limits import Limits, refusal
+from zeromem.schemas import (
+    Archive,
+    Command,
+    DecodeError,
+    Expire,
+    Forget,
+    Patch,
+    Put,
+    decode_command,
+    encode,
+    owner_of,
+)
+from zeromem.shape import agent_refusal, finite_refusal, shape_refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,28 +47,28 @@ def _shard_of_key(tenant: str, key: str, shards: int) -> int:
 
 
 def admit(
-    subject_tenant: str, data: bytes, *, shard: int, shards: int, max_value_bytes: int,
+    subject_tenant: str, data: bytes, *, shard: int, shards: int, limits: Limits,
     subject_agent: str | None = None,
 ) -> Command | Invalid:  # fmt: skip
     """``data`` as a command, or why not. ``subject_tenant`` and ``subject_agent``: the
     tenant and agent named by the subject it came on (``naming.parse_command_subject``);
     the server lets a credential publish only on its own, so the payload must agree."""
-    if len(data) > max_value_bytes + ENVELOPE_ALLOWANCE:
-        return Invalid(f"too_large: message is {len(data)} bytes, limit {max_value_bytes} for the value")
+    value_bytes = limits.value_bytes
+    if len(data) > value_bytes + ENVELOPE_ALLOWANCE:
+        return Invalid(refusal("value_bytes", f"message is {len(data)} bytes, limit "
+                                              f"{value_bytes} for the value"))  # fmt: skip
     try:
         command = decode_command(data)
     except DecodeError as exc:
         return Invalid(f"invalid: {exc}")
     except RecursionError:
-        return Invalid("invalid: value nested too deeply")
+        return Invalid(refusal("nesting_depth", "value nested too deeply to decode"))
     if command.tenant != subject_tenant:
-        return Invalid(
-            f"tenant_mismatch: payload tenant {command.tenant!r} on subject of tenant {subject_tenant!r}"
-        )
+        return Invalid(f"tenant_mismatch: payload tenant {command.tenant!r} on subject of "
+                       f"tenant {subject_tenant!r}")
     if subject_agent is not None and command.agent != subject_agent:
-        return Invalid(
-            f"agent_mismatch: payload agent {command.agent!r} on subject of agent {subject_agent!r}"
-        )
+        return Invalid(f"agent_mismatch: payload agent {command.agent!r} on subject of "
+                       f"agent {subject_agent!r}")
     expected_shard = _shard_of_key(command.tenant, command.key, shards)
     if expected_shard != shard:
         return Invalid(
@@ -62,8 +76,72 @@ def admit(
             f"of {shards}, published to shard {shard} (do publisher and workers agree on the "
             "shard count?)"
         )
-    if len(data) > max_value_bytes and isinstance(command, (Put, Patch)):
-        size = len(encode(command.value if isinstance(command, Put) else command.patch))
-        if size > max_value_bytes:
-            return Invalid(f"too_large: value is {size} bytes, limit {max_value_bytes}")
-    return command
+    reason = _envelope_refusal(command, limits) or _body_refusal(command, data, limits)
+    return command if reason is None else Invalid(reason)
+
+
+def _envelope_refusal(command: Command, limits: Limits) -> str | None:
+    reason = agent_refusal(command.agent, limits.agent_chars)
+    if reason is not None:
+        return reason
+    if len(command.key) > limits.key_chars:
+        return refusal("key_chars", f"key is {len(command.key)} characters, "
+                                    f"limit {limits.key_chars}")  # fmt: skip
+    kind = type(command)
+    if kind is Put:
+        return finite_refusal("ts, ttl_s, created_at or updated_at", command.ts, command.ttl_s,  # type: ignore[union-attr]
+                              command.created_at, command.updated_at)  # type: ignore[union-attr]  # fmt: skip
+    if kind is Expire:
+        return finite_refusal("ts or ttl_s", command.ts, command.ttl_s)  # type: ignore[union-attr]
+    if kind is Forget:
+        return (finite_refusal("ts, since or until", command.ts, command.since, command.until)  # type: ignore[union-attr]
+                or _prefix_refusal(command.prefix, limits))  # type: ignore[union-attr]  # fmt: skip
+    if kind is Archive:
+        return (finite_refusal("ts or older_than", command.ts, command.older_than)  # type: ignore[union-attr]
+                or _prefix_refusal(command.prefix, limits))  # type: ignore[union-attr]  # fmt: skip
+    return finite_refusal("ts", command.ts)
+
+
+def _prefix_refusal(prefix: str, limits: Limits) -> str | None:
+    if len(prefix) > limits.key_chars:
+        return refusal("key_chars", f"prefix is {len(prefix)} characters, "
+                                    f"limit {limits.key_chars}")  # fmt: skip
+    return None
+
+
+def _body_refusal(command: Command, data: bytes, limits: Limits) -> str | None:
+    """The limits of what a put or a patch carries."""
+    kind = type(command)
+    if kind is Put:
+        body, where = command.value, "value"  # type: ignore[union-attr]
+    elif kind is Patch:
+        body, where = command.patch, "patch"  # type: ignore[union-attr]
+    else:
+        return None
+    reason = shape_refusal(body, depth_limit=limits.nesting_depth, where=where)
+    if reason is not None:
+        return reason
+    if len(data) > limits.value_bytes:  # only then can the value itself be over
+        size = len(encode(body))
+        if size > limits.value_bytes:
+            return refusal("value_bytes", f"{where} is {size} bytes, limit {limits.value_bytes}")
+    content = command.content  # type: ignore[union-attr]
+    if content is not None and len(content) > limits.content_chars:
+        return refusal("content_chars", f"content is {len(content)} characters, "
+                                        f"limit {limits.content_chars}")  # fmt: skip
+    tags = command.tags  # type: ignore[union-attr]
+    if tags:
+        if len(tags) > limits.tags:
+            return refusal("tags", f"{len(tags)} tags, limit {limits.tags}")
+        longest = max(len(tag) for tag in tags)
+        if longest > limits.tag_chars:
+            return refusal("tag_chars", f"a tag of {longest} characters, "
+                                        f"limit {limits.tag_chars}")  # fmt: skip
+    references = command.references  # type: ignore[union-attr]
+    if references and len(references) > limits.references:
+        return refusal("references", f"{len(references)} references, limit {limits.references}")
+    source = getattr(command, "source", None)
+    if source is not None and len(source) > limits.source_chars:
+        return refusal("source_chars", f"source is {len(source)} characters, "
+                                       f"limit {limits.source_chars}")  # fmt: skip
+    return None

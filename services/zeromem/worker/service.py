@@ -2,10 +2,17 @@
 
 Per shard: take the shard's lease in Redis (so two workers never apply the same shard at
 once), open this tenure's pull consumer where the shard stands (``bus.open_shard_consumer``),
-then loop: fetch a batch, admit or dead-letter each command (a batch message carries
-several), decide every command in stream order, commit the decisions in one script call,
-publish the results, ack. A failed round trip retries the same batch in place
-(never a later one first), so an owner's commands are applied strictly in publish order.
+then loop: fetch into the shard's window, pick a round of messages that is fair between
+tenants (``fairness``), admit or dead-letter each command (a batch message carries
+several), decide the round's commands in order, commit the decisions in one script call,
+publish the results, acknowledge the window's done prefix. Each tenant's commands keep
+their stream order, so an owner's commands are applied strictly in publish order.
+
+Faults are contained (``faults``): a command that fails at any stage is rejected and
+dead-lettered alone; a round that fails because Redis or NATS is down is retried in place
+for as long as the outage lasts; one that fails for any other reason is split into its
+messages, and a message that keeps failing is dead-lettered whole after
+``Limits.message_attempts``. Nothing is retried for ever, and a stop is always prompt.
 """
 
 from __future__ import annotations
@@ -14,6 +21,9 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
+import re
+import threading
 import time
 import uuid
 from collections import Counter
@@ -36,9 +46,14 @@ from zeromem.heap import settle_after_start
 from zeromem.lifecycle.audit import dead_letter_entry, write_entry
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
 from zeromem.lifecycle.settings import LifecycleSettings
+from zeromem.limits import refusal
+from zeromem.logs import BoundedLog
+from zeromem.quota import RateQuota
 from zeromem.schemas import (
+    Applied,
     Archive,
     AuditBatch,
+    AuditEntry,
     Command,
     DeadLetter,
     Forget,
@@ -46,22 +61,37 @@ from zeromem.schemas import (
     Rejected,
     Restore,
     Result,
+    batch_length,
     encode,
     encode_batch,
     owner_of,
     split_batch,
 )
+from zeromem.schemas.commands import TENANT_FULL_PATTERN
 from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
-from zeromem.worker.engine import COUNT_FEEDBACK, Engine, KeyState, Outcome, redis_keys
-from zeromem.worker.intake import Invalid, admit
+from zeromem.worker.engine import (
+    COUNT_FEEDBACK,
+    NOTHING,
+    TOMBSTONE,
+    WRITE,
+    Engine,
+    KeyState,
+    Outcome,
+    redis_keys,
+)
+from zeromem.worker.fairness import ShardWindow
+from zeromem.worker.faults import CommandFailed, Fault, StaleRoundsError, classify, describe
+from zeromem.worker.intake import ENVELOPE_ALLOWANCE, Invalid, admit
 from zeromem.worker.pull import PullFeed
-from zeromem.worker.store import BEHIND, DUPLICATE, FENCED, OK, STALE, Store
+from zeromem.worker.store import BEHIND, DUPLICATE, FENCED, OK, STALE, CommitReply, Store
 
 # Commands applied on their own, between the batch's other commands: a forget or an
 # archive reads the owner's memories as every earlier command left them; a restore reads
 # the archive tier. Rare, so the common batch path never pays for them.
 _SPECIAL = (Forget, Archive, Restore)
+# Actions that change what a tenant stores (its quotas: memories, bytes).
+_STORING = (WRITE, TOMBSTONE)
 _ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
 
 log = logging.getLogger(__name__)
@@ -111,9 +141,17 @@ class _Admitted:
     key: str
     sequence: int
     timestamp: float
-    # The message's last command (a batch message carries several): only once it is
-    # applied may the shard's recorded position reach the message's sequence.
-    completes: bool = True
+    raw: bytes  # the command as it came (one part of a batch message)
+    index: int | None = None  # its place in a batch message
+    # The stream position the shard may record once this command is applied: set on a
+    # message's last command only (a batch message carries several), 0 on the others.
+    position: int = 0
+    # Prepared with its decision: the result, its encoding and its audit entry (what is
+    # published after the commit if the commit keeps this result).
+    result: Result | None = None
+    payload: bytes = b""
+    entry: AuditEntry | None = None
+    importing: bool = False  # it came on the import subject: a put may be backdated
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +161,9 @@ class _Dead:
     reason: str
     sequence: int
     index: int | None = None  # its place in a batch message
+    # Tell a caller waiting on the command (Zm-Reply) why it was refused. Not when the
+    # command's own rejected result goes out with the others (it failed after admission).
+    reply: bool = True
 
 
 class WorkerService:
@@ -147,6 +188,7 @@ class WorkerService:
         # took the shard; a command at or below it is never applied again
         self._floors: dict[int, int] = {}
         self.telemetry = telemetry or Telemetry()
+        self.telemetry.bound(settings.limits.metric_tenants, settings.limits.metric_agents)
         # Outcomes of the batch each shard is processing, flushed to the metrics once per
         # batch. Per shard: shards run concurrently, each one batch at a time.
         self._tallies: dict[int, Counter[tuple[str, str, str]]] = {}
@@ -157,7 +199,7 @@ class WorkerService:
         if engine is None:
             from zeromem.worker.analysis import default_engine
 
-            engine = default_engine()
+            engine = default_engine(max_clock_skew_s=settings.max_clock_skew_s)
         self.engine = engine
         self.store = Store(
             redis, result_ttl_s=settings.result_ttl_s, tombstone_ttl_s=settings.tombstone_ttl_s
@@ -180,6 +222,18 @@ class WorkerService:
         self._payload_limit = max(64 * 1024,
                                   (getattr(nc, "max_payload", 0) or 1024 * 1024) - 64 * 1024)
         self._consumers: dict[int, str] = {}  # per owned shard, the consumer it reads
+        self.limits = settings.limits
+        # Everything a worker publishes fits in one message by construction: a result or
+        # an audit entry carries at most one value (or patch) and its envelope.
+        if self.limits.value_bytes + ENVELOPE_ALLOWANCE > self._payload_limit:
+            raise ValueError(
+                f"limit value_bytes ({self.limits.value_bytes}) leaves no room in the broker's "
+                f"payload limit ({self._payload_limit} bytes for a worker's messages)")
+        self._log = BoundedLog(log, self.limits.log_interval_s)
+        # Commands per second of each tenant on each shard (0: no quota).
+        self._command_quota = RateQuota(self.limits.tenant_commands_per_s)
+        # Per-command failures of the round each shard is processing: dead-lettered with it.
+        self._failed: dict[int, list[_Dead]] = {}
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -201,13 +255,18 @@ class WorkerService:
         return self
 
     async def stop(self) -> None:
+        """Cancel every shard and wait for them, at most ``Limits.stop_grace_s``: a shard
+        stuck on a server that does not answer is left behind (its batch is redelivered
+        to the next owner)."""
         self._stopping.set()
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks = []
+        tasks, self._tasks = self._tasks, []
+        if tasks:
+            _, stuck = await asyncio.wait(tasks, timeout=self.limits.stop_grace_s)
+            if stuck:
+                log.warning("stopping: %d task(s) did not finish within %.1fs; leaving them",
+                            len(stuck), self.limits.stop_grace_s)  # fmt: skip
 
     async def wait_owned(self, timeout: float = 10.0) -> None:
         """Until every shard's lease is held (tests and ``up`` wait on this)."""
@@ -285,10 +344,18 @@ class WorkerService:
         self._consumers[shard] = consumer
         feed = await PullFeed(self.nc, naming.COMMAND_STREAM, consumer).start()
         keeper = asyncio.create_task(self._keep_lease(shard))
+        window = ShardWindow()
+        limits = self.limits
         batch_size = self.settings.batch_size
-        # Start small: until a fetch shows how many commands a message carries here, a full
-        # fetch of batch messages could bring a hundred times ``batch_size`` commands.
-        fetch_size = max(1, batch_size // 16)
+        # Commands and bytes per message seen so far here (batch messages carry many): how
+        # many messages to ask for. Start small: a full fetch of batch messages could bring
+        # a hundred times ``batch_size`` commands.
+        seen_msgs, seen_commands, seen_bytes = 1, 16, 4096
+        # Held messages are reported in progress before the server's ack wait runs out, so
+        # it does not deliver them again while they wait for their tenant's turn.
+        ack_wait = self.settings.ack_wait_s
+        renewed_at = time.monotonic()
+        refusals: list[asyncio.Future[object]] = []  # dead letters of messages over quota
         try:
             self._lease_sure_until[shard] = time.monotonic() + self.settings.lease_ttl_s / 2
             while not self._stopping.is_set():
@@ -298,23 +365,64 @@ class WorkerService:
                     # A worker that stalled (SIGSTOP, a frozen host) asks before taking more
                     # commands; if it was replaced, its consumer is gone anyway.
                     await self._confirm_lease(shard)
-                try:
-                    msgs = await feed.fetch(fetch_size, timeout=0.5)
-                except TimeoutError:
-                    continue
-                commands = await self._process_until_done(shard, msgs)
-                # Batch messages carry many commands each: fetch fewer of them, so that one
-                # fetch stays near ``batch_size`` commands (results go out per fetch).
-                fetch_size = max(1, min(batch_size, batch_size * len(msgs) // max(commands, 1)))
+                room = limits.shard_window - window.commands
+                room_bytes = limits.shard_window_bytes - window.bytes
+                if room > 0 and room_bytes > 0:
+                    wanted = max(1, min(batch_size, room * seen_msgs // seen_commands,
+                                        room_bytes * seen_msgs // seen_bytes))  # fmt: skip
+                    try:
+                        # With messages in hand, only what is there now: no waiting.
+                        msgs = await feed.fetch(wanted, timeout=0.001 if len(window) else 0.5)
+                    except TimeoutError:
+                        msgs = []
+                    over_quota: list[_Dead] = []
+                    for msg in msgs:
+                        seq, _ = stream_position(msg.reply)
+                        count = _declared_commands(msg)
+                        tenant = naming.tenant_of_command_subject(msg.subject)
+                        # Over its rate, a tenant's message is refused before it takes a
+                        # place in the window or a turn: its backlog holds nobody up.
+                        refused = not self._command_quota.take((shard, tenant), count)
+                        if not window.add(msg, seq, tenant, count, done=refused):
+                            if seq <= window.acknowledged:  # done; its ack was lost: again
+                                await msg.ack()
+                            continue
+                        if refused:
+                            over_quota.append(_Dead(msg, msg.data, refusal(
+                                "tenant_commands_per_s", f"tenant {tenant!r} is over "
+                                f"{limits.tenant_commands_per_s:g} commands/s on shard {shard}; "
+                                f"{count} command(s) refused"), seq))  # fmt: skip
+                        seen_msgs += 1
+                        seen_commands += count
+                        seen_bytes += len(msg.data)
+                    if over_quota:
+                        # Stored before the window's prefix is acknowledged; no round waits.
+                        refusals += await self._send_dead_letters(shard, over_quota)
+                if time.monotonic() - renewed_at > ack_wait / 4:
+                    renewed_at = time.monotonic()
+                    for held in window.waiting_since(renewed_at - ack_wait / 2):
+                        await held.msg.in_progress()
+                chosen = window.select(batch_size, limits.tenant_round_share)
+                if chosen:
+                    await self._process_contained(shard, [h.msg for h in chosen],
+                                                  window.positions(chosen))  # fmt: skip
+                last = window.finish(chosen)  # also what was refused on arrival
+                if last is not None:
+                    if refusals:
+                        await asyncio.wait_for(asyncio.gather(*refusals), ack_wait)
+                        refusals = []
+                    await last.msg.ack()  # AckPolicy.ALL: the whole done prefix
         finally:
             self._consumers.pop(shard, None)
             keeper.cancel()
             with contextlib.suppress(BaseException):
                 await keeper
+            # Bounded: a stop must not wait on a server that does not answer.
             with contextlib.suppress(Exception):
-                await feed.stop()
+                await asyncio.wait_for(feed.stop(), 1.0)
             with contextlib.suppress(Exception):
-                await self._release(keys=[naming.shard_lease_key(shard)], args=[self.token])
+                await asyncio.wait_for(
+                    self._release(keys=[naming.shard_lease_key(shard)], args=[self.token]), 1.0)
 
     async def _check_redis_not_behind(self, shard: int) -> None:
         """After a Redis error: if Redis came back without applies this worker confirmed,
@@ -332,34 +440,110 @@ class WorkerService:
         self._floors[shard] = int(raw or 0)
         return self._floors[shard]
 
-    async def _process_until_done(self, shard: int, msgs: list[Msg], ack: bool = True) -> int:
-        delay = 0.05
+    async def _process_contained(
+        self, shard: int, msgs: list[Msg], positions: dict[int, int] | None = None
+    ) -> int:
+        """``process`` the round until it is done, containing what goes wrong (see the
+        module's docstring); returns how many commands the messages carried."""
+        outage_delay = 0.05
+        attempts = 0
         while True:
+            if self._stopping.is_set():
+                raise asyncio.CancelledError
             try:
-                return await self.process(shard, msgs, ack=ack)
+                return await self.process(shard, msgs, ack=False, positions=positions)
             except (LeaseLostError, RedisBehindError, asyncio.CancelledError):
                 raise
             except Exception as exc:
-                if isinstance(exc, RedisError):
-                    await self._check_redis_not_behind(shard)
-                # Retry this same batch, whatever failed: moving on would apply a later
-                # command of an owner before an earlier one, and acknowledging a later batch
-                # would acknowledge this one (AckPolicy.ALL). Every commit is idempotent,
-                # so a retry is safe.
-                log.warning("shard %d: batch failed (%s: %s); retrying it", shard,
-                            type(exc).__name__, exc)  # fmt: skip
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                fault = classify(exc)
+                if fault is Fault.OUTAGE:
+                    if isinstance(exc, RedisError):
+                        await self._check_redis_not_behind(shard)
+                    # Retry this same round, for as long as the outage lasts: moving on
+                    # would apply a later command of an owner before an earlier one. Every
+                    # commit is idempotent, so a retry is safe.
+                    self._log.warning(("outage", shard, type(exc)),
+                                      "shard %d: %s; retrying the batch in place", shard,
+                                      describe(exc))  # fmt: skip
+                    await asyncio.sleep(outage_delay)
+                    outage_delay = min(outage_delay * 2, 2.0)
+                    continue
+                if len(msgs) > 1:
+                    # Whichever message caused it, each alone: the others go on.
+                    self._log.warning(("split", shard, type(exc)),
+                                      "shard %d: a batch of %d messages failed (%s); "
+                                      "processing them one by one", shard, len(msgs),
+                                      describe(exc), exc_info=exc)  # fmt: skip
+                    total = 0
+                    for msg in msgs:
+                        total += await self._process_contained(shard, [msg], positions)
+                    return total
+                attempts += 1
+                if attempts >= self.limits.message_attempts:
+                    return await self._give_up(shard, msgs[0], exc, attempts)
+                self._log.warning(("retry", shard, type(exc)),
+                                  "shard %d: a message failed (%s); attempt %d of %d",
+                                  shard, describe(exc), attempts,
+                                  self.limits.message_attempts)  # fmt: skip
+                await asyncio.sleep(self.limits.attempt_backoff_s * 2 ** (attempts - 1))
+
+    async def _give_up(self, shard: int, msg: Msg, exc: BaseException, attempts: int) -> int:
+        """Dead-letter a message that kept failing, whole (raw bytes kept), with the error."""
+        seq, _ = stream_position(msg.reply)
+        reason = f"internal: failed {attempts} times, dead-lettered whole: {describe(exc)}"
+        self._log.error(("give-up", shard, type(exc)), "shard %d: message at seq %d %s", shard,
+                        seq, reason, exc_info=exc)  # fmt: skip
+        await self._dead_letter(shard, [_Dead(msg, msg.data, reason, seq)])
+        return 1
 
     # --- one batch -----------------------------------------------------------------------
 
-    async def process(self, shard: int, msgs: Sequence[Msg], ack: bool = True) -> int:
-        """Admit, apply, report and acknowledge ``msgs``; returns how many commands they
-        carried."""
+    async def process(
+        self, shard: int, msgs: Sequence[Msg], ack: bool = True,
+        positions: dict[int, int] | None = None,
+    ) -> int:  # fmt: skip
+        """Admit, apply, report and (``ack``) acknowledge ``msgs``; returns how many
+        commands they carried. ``positions``: per message (by stream sequence), the
+        position the shard may record once it is applied (default: its own sequence)."""
+        admitted, dead = self._admit(shard, msgs, positions)
+        dead_acks: list[asyncio.Future[object]] = []
+        if dead and not self.replay:  # a replay's dead letters are on the stream already
+            # Their acknowledgements are awaited with the audit's: the commands around them
+            # do not wait for a round trip first.
+            dead_acks = await self._send_dead_letters(shard, dead)
+        started_ns = time.time_ns()
+        self._tallies[shard] = Counter()
+        self._failed[shard] = []
+        results = await self._apply(shard, admitted)
+        self.stats.batches += 1
+        failed = self._failed.pop(shard)
+        if self.replay:
+            self._tallies.pop(shard, None)
+            return len(admitted) + len(dead)
+        # The audit record goes out first and is awaited after the results are published:
+        # its round trip overlaps theirs, and the batch is acked only once it is stored.
+        audit_acks = dead_acks + await self._publish_audit(shard, admitted, results)
+        await self._publish_results(shard, admitted, results)
+        if audit_acks:
+            # Bounded: an acknowledgement lost in a broker restart must not hang the shard
+            # (its lease would be renewed for ever). A timeout retries the batch in place.
+            await asyncio.wait_for(asyncio.gather(*audit_acks), self.settings.ack_wait_s)
+        if failed:
+            await self._dead_letter(shard, failed)
+        if msgs and ack:
+            await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
+        commands = len(admitted) + len(dead)
+        self._record_batch(commands, admitted, results, started_ns, self._tallies.pop(shard))
+        return commands
+
+    def _admit(
+        self, shard: int, msgs: Sequence[Msg], positions: dict[int, int] | None
+    ) -> tuple[list[_Admitted], list[_Dead]]:
+        """Every command of ``msgs`` admitted, or refused with its reason."""
         admitted: list[_Admitted] = []
         dead: list[_Dead] = []
         shards = self.settings.shards
-        max_value_bytes = self.settings.max_value_bytes
+        limits = self.limits
         resolve_key = self.engine.resolve_key
         batch_header = naming.BATCH_HEADER
         for msg in msgs:
@@ -369,8 +553,23 @@ class WorkerService:
             except ValueError as exc:
                 dead.append(_Dead(msg, msg.data, f"invalid: {exc}", seq))
                 continue
+            importing = naming.is_import_subject(msg.subject)
             headers = msg.headers
             batched = bool(headers) and batch_header in headers
+            if batched:
+                count = batch_length(msg.data)
+                if count is None:
+                    dead.append(_Dead(msg, msg.data, "invalid: not a command batch: bytes are "
+                                      "not a msgpack array", seq))  # fmt: skip
+                    continue
+                if count > limits.batch_commands:
+                    # Refused whole, once: one dead letter, not one per command.
+                    dead.append(_Dead(msg, msg.data, refusal(
+                        "batch_commands", f"{count} commands in one batch message, limit "
+                        f"{limits.batch_commands}"), seq))  # fmt: skip
+                    continue
+            else:
+                count = 1
             if batched:
                 try:
                     parts = split_batch(msg.data)
@@ -380,48 +579,27 @@ class WorkerService:
                 last = len(parts) - 1
             else:
                 parts, last = (msg.data,), 0
+            position = seq if positions is None else positions.get(seq, seq)
             for index, data in enumerate(parts):
                 try:
                     verdict = admit(subject_tenant, data, shard=shard, shards=shards,
-                                    max_value_bytes=max_value_bytes,
-                                    subject_agent=subject_agent)  # fmt: skip
+                                    limits=limits, subject_agent=subject_agent)  # fmt: skip
                 except Exception as exc:  # never let one message stop the shard
-                    verdict = Invalid(f"invalid: {type(exc).__name__}: {exc}")
+                    verdict = Invalid(f"invalid: {describe(exc)}")
                 if type(verdict) is Invalid:
                     dead.append(_Dead(msg, data, verdict.reason, seq, index if batched else None))
                     continue
-                admitted.append(_Admitted(msg, verdict, resolve_key(verdict), seq, ts,  # type: ignore[arg-type]
-                                          index == last))  # fmt: skip
-
-        if dead and not self.replay:  # a replay's dead letters are on the stream already
-            await self._dead_letter(shard, dead)
-        started_ns = time.time_ns()
-        self._tallies[shard] = Counter()
-        results = await self._apply(shard, admitted)
-        self.stats.batches += 1
-        if self.replay:
-            self._tallies.pop(shard, None)
-            return len(admitted) + len(dead)
-        # The audit record goes out first and is awaited after the results are published:
-        # its round trip overlaps theirs, and the batch is acked only once it is stored.
-        audit_acks = await self._publish_audit(shard, admitted, results)
-        await self._publish_results(shard, admitted, results)
-        if audit_acks:
-            # Bounded: an acknowledgement lost in a broker restart must not hang the shard
-            # (its lease would be renewed for ever). A timeout retries the batch in place.
-            await asyncio.wait_for(asyncio.gather(*audit_acks), self.settings.ack_wait_s)
-        if msgs and ack:
-            await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
-        commands = len(admitted) + len(dead)
-        self._record_batch(commands, admitted, results, started_ns, self._tallies.pop(shard))
-        return commands
+                admitted.append(_Admitted(msg, verdict, resolve_key(verdict), seq, ts, data,  # type: ignore[arg-type]
+                                          index if batched else None,
+                                          position if index == last else 0,
+                                          importing=importing))  # fmt: skip
+        return admitted, dead
 
     async def _publish_audit(
         self, shard: int, batch: list[_Admitted], results: list[Result | None]
     ) -> list[asyncio.Future[object]]:
         """One audit message per tenant in the batch (nearly always one): every applied,
         conflicting and rejected command, redacted."""
-        redactor = self.redactor
         by_tenant: dict[str, list[object]] = {}
         for item, result in zip(batch, results, strict=True):
             if result is None:
@@ -429,7 +607,8 @@ class WorkerService:
             entries = by_tenant.get(item.command.tenant)
             if entries is None:
                 entries = by_tenant[item.command.tenant] = []
-            entries.append(write_entry(item.command, item.sequence, result, redactor))
+            entry = item.entry if result is item.result else None
+            entries.append(entry or self._entry_of(item, result))
         acks = []
         last_sequence = batch[-1].sequence if batch else 0
         for tenant, entries in by_tenant.items():
@@ -470,7 +649,7 @@ class WorkerService:
                 if segment:
                     results += await self._apply_plain(shard, segment)
                     segment = []
-                results.append(await self._apply_special(shard, admitted))
+                results.append(await self._apply_special_contained(shard, admitted))
             else:
                 segment.append(admitted)
         if segment:
@@ -485,7 +664,7 @@ class WorkerService:
                 break
             todo = await self._apply_round(shard, batch, todo, results, first=attempt == 0)
         if todo:
-            raise RedisError(f"{len(todo)} commands stayed stale after 20 rounds")
+            raise StaleRoundsError(f"{len(todo)} commands stayed stale after 20 rounds")
         return results
 
     async def _apply_round(
@@ -515,14 +694,21 @@ class WorkerService:
             if not first or item.sequence <= floor:
                 looked_up.append(n)
                 command_ids.append((tenant, item.command.id))
-        states, found = await self.store.read(list(live_states), command_ids)
+        limits = self.limits
+        quotas = limits.tenant_memories > 0 or limits.tenant_bytes > 0
+        tenants = list({ident[0]: None for ident in live_states}) if quotas else []
+        states, found, totals = await self.store.read_with_totals(list(live_states),
+                                                                  command_ids, tenants)  # fmt: skip
         live_states = dict(zip(live_states, states, strict=True))
+        # Each key's stored size as the round's decisions leave it, in order (for quotas).
+        sizes = {ident: state.size for ident, state in live_states.items()}
         done: list[Result | None] = [None] * len(todo)
         for n, stored in zip(looked_up, found, strict=True):
             done[n] = stored
 
         outcomes: list[Outcome] = []
         committed_at: list[int] = []
+        redo_now: list[int] = []
         decide = self.engine.decide
         feedback_seen = False
         for i, ident, stored in zip(todo, idents, done, strict=True):
@@ -539,17 +725,9 @@ class WorkerService:
                 continue
             state = live_states[ident]
             try:
-                outcome = decide(item.command, item.key, state, item.timestamp)
+                outcome = decide(item.command, item.key, state, item.timestamp, item.importing)
             except Exception as exc:  # a command the rules cannot handle is refused, not retried
-                log.exception("could not decide command %s", item.command.id)
-                outcome = Outcome(
-                    command=item.command, key=item.key, base_version=state.version,
-                    base_command=state.last_command,
-                    result=Rejected(command_id=item.command.id, tenant=item.command.tenant,
-                                    key=item.key, op=type(item.command).__name__.lower(),
-                                    agent=item.command.agent, applied_at=item.timestamp,
-                                    reason=f"internal: {type(exc).__name__}"),
-                )  # fmt: skip
+                outcome = self._refused(shard, item, CommandFailed("decide", exc), state)
             outcomes.append(outcome)
             committed_at.append(i)
             if outcome.action is COUNT_FEEDBACK:
@@ -559,17 +737,37 @@ class WorkerService:
         if feedback_seen:
             outcomes, committed_at, followed = _coalesce_feedback(outcomes, committed_at)
 
+        decisions = []
+        for n, i in enumerate(committed_at):
+            item = batch[i]
+            try:
+                decision = self._prepare(item, outcomes[n])
+            except CommandFailed as failure:
+                outcome = outcomes[n]
+                outcomes[n] = self._refused(shard, item, failure, outcome)
+                for j in followed.pop(i, ()):  # coalesced with it: each decided again alone
+                    redo_now.append(j)
+                decision = self._prepare(item, outcomes[n])
+            if quotas and outcomes[n].action in _STORING:
+                over = self._over_quota(item, outcomes[n], decision, sizes, totals)
+                if over is not None:
+                    outcomes[n] = self._quota_refused(item, outcomes[n], over)
+                    decision = self._prepare(item, outcomes[n])
+            decisions.append(decision)
         # A command that leaves part of its message unapplied carries no position (0): the
         # shard's recorded position only ever covers whole messages.
-        positions = [batch[i].sequence if batch[i].completes else 0 for i in committed_at]
-        replies = await self.store.commit(
-            outcomes,
-            shard=shard,
-            sequences=positions,
-            lease_token=self.token,
-            applied_through=self._applied_through.get(shard, 0),
-        )
-        redo: list[int] = []
+        positions = [batch[i].position for i in committed_at]
+        applied_through = self._applied_through.get(shard, 0)
+        try:
+            replies = await self.store.commit_decisions(
+                decisions, shard=shard, lease_token=self.token, applied_through=applied_through)
+        except Exception as exc:
+            if classify(exc) is Fault.OUTAGE or len(decisions) < 2:
+                raise
+            # One of them, most likely, that the script cannot apply: each alone.
+            replies = await self._commit_one_by_one(shard, batch, committed_at, outcomes,
+                                                    decisions, exc)  # fmt: skip
+        redo: list[int] = redo_now
         # What the commit script recorded as the shard's position (a duplicate commits
         # nothing; nothing after a stale decision counts). A later commit checks Redis
         # still has it.
@@ -592,7 +790,7 @@ class WorkerService:
                         self._count(follower.result, tally)
                 continue
             ident = (outcome.command.tenant, outcome.key)
-            if outcome.followers and (reply.status != OK or ident in stale_keys):
+            if outcome.followers and i in followed and (reply.status != OK or ident in stale_keys):
                 # A coalesced increment whose leader is redone: each follower is decided
                 # again on its own (one that did get recorded is found as a duplicate).
                 redo += followed[i]
@@ -618,7 +816,110 @@ class WorkerService:
                     self._count(follower.result, tally)
         return sorted(set(redo))
 
+    def _over_quota(self, item: _Admitted, outcome: Outcome, decision: tuple[object, ...],
+                    sizes: dict[tuple[str, str], int],
+                    totals: dict[str, list[int]]) -> str | None:  # fmt: skip
+        """The quota a write would take its tenant over (a refusal naming it), or None; if
+        none, the round's running totals take the write in."""
+        tenant = item.command.tenant
+        ident = (tenant, outcome.key)
+        before = sizes.get(ident, 0)
+        after = len(decision[9]) if outcome.action is WRITE else 0  # type: ignore[arg-type]
+        count = (after > 0) - (before > 0)
+        grow = after - before
+        stored = totals.setdefault(tenant, [0, 0])
+        limits = self.limits
+        if count > 0 and limits.tenant_memories and stored[0] + count > limits.tenant_memories:
+            return refusal("tenant_memories", f"tenant {tenant!r} stores {stored[0]} "
+                                              f"memories, limit {limits.tenant_memories}")
+        if grow > 0 and limits.tenant_bytes and stored[1] + grow > limits.tenant_bytes:
+            return refusal("tenant_bytes", f"tenant {tenant!r} stores {stored[1]} bytes, "
+                                           f"limit {limits.tenant_bytes}")  # fmt: skip
+        sizes[ident] = after
+        stored[0] += count
+        stored[1] += grow
+        return None
+
+    def _quota_refused(self, item: _Admitted, outcome: Outcome, reason: str) -> Outcome:
+        """A write refused by a quota: rejected (recorded, audited, reported), nothing else."""
+        command = item.command
+        return Outcome(
+            command=command, key=item.key, action=NOTHING, guarded=False,
+            base_version=outcome.base_version, base_command=outcome.base_command,
+            result=Rejected(command_id=command.id, tenant=command.tenant, key=item.key,
+                            op=type(command).__name__.lower(), agent=command.agent,
+                            applied_at=item.timestamp, reason=reason),
+        )  # fmt: skip
+
+    async def _commit_one_by_one(
+        self, shard: int, batch: list[_Admitted], committed_at: list[int],
+        outcomes: list[Outcome], decisions: list[tuple[object, ...]], cause: BaseException,
+    ) -> list[CommitReply]:  # fmt: skip
+        """After a commit the script failed for a reason other than an outage: each
+        decision alone, in order; one that fails again is rejected and dead-lettered. As in
+        the script, once a key's decision is not applied, the key's later ones are
+        answered stale (they were decided on top of it) and decided again."""
+        self._log.warning(("commit-split", shard, type(cause)), "shard %d: a commit of %d "
+                          "commands failed (%s); committing them one by one", shard,
+                          len(decisions), describe(cause))  # fmt: skip
+        replies: list[CommitReply] = []
+        unsettled: set[str] = set()
+        applied_through = self._applied_through.get(shard, 0)
+        for n, (i, decision) in enumerate(zip(committed_at, decisions, strict=True)):
+            item_key = str(decision[0])
+            if item_key in unsettled:
+                replies.append(CommitReply(STALE))
+                continue
+            try:
+                (reply,) = await self.store.commit_decisions(
+                    [decision], shard=shard, lease_token=self.token,
+                    applied_through=applied_through)  # fmt: skip
+            except Exception as exc:
+                if classify(exc) is Fault.OUTAGE:
+                    raise
+                outcomes[n] = self._refused(shard, batch[i], CommandFailed("commit", exc),
+                                            outcomes[n])  # fmt: skip
+                (reply,) = await self.store.commit_decisions(
+                    [self._prepare(batch[i], outcomes[n])], shard=shard, lease_token=self.token,
+                    applied_through=applied_through)  # fmt: skip
+                unsettled.add(item_key)
+            if reply.status != OK:
+                unsettled.add(item_key)
+            elif batch[i].position > applied_through:
+                applied_through = batch[i].position
+            replies.append(reply)
+        return replies
+
     # --- forget, archive, restore ----------------------------------------------------------
+
+    async def _apply_special_contained(self, shard: int, item: _Admitted) -> Result | None:
+        """``_apply_special``; a failure other than an outage rejects the command alone."""
+        try:
+            result = await self._apply_special(shard, item)
+        except (LeaseLostError, RedisBehindError):
+            raise
+        except Exception as exc:
+            if classify(exc) is Fault.OUTAGE:
+                raise
+            outcome = self._refused(shard, item, CommandFailed("apply", exc))
+            (reply,) = await self.store.commit_decisions(
+                [self._prepare(item, outcome)], shard=shard, lease_token=self.token,
+                applied_through=self._applied_through.get(shard, 0))  # fmt: skip
+            if reply.status == FENCED:
+                raise LeaseLostError(shard) from None
+            if reply.status == DUPLICATE:
+                return reply.stored_result
+            self._count(outcome.result, self._tallies.setdefault(shard, Counter()))
+            return outcome.result
+        if result is not None and not self.replay:
+            try:
+                item.entry = write_entry(item.command, item.sequence, result, self.redactor)
+                item.payload = self._fitting(result)
+                item.result = result
+            except Exception as exc:  # published with a bare entry (see _entry_of)
+                self._log.warning(("special", type(exc)), "command %s: %s", item.command.id,
+                                  describe(exc))  # fmt: skip
+        return result
 
     async def _apply_special(self, shard: int, item: _Admitted) -> Result | None:
         """A forget or archive (over an owner, committed all or nothing in one call), or a
@@ -641,14 +942,15 @@ class WorkerService:
                 if state.archived:
                     blob = await self.redis.hget(keys.archive(owner_of(item.key)), item.key)
                     state.archived_item = _ITEM_DECODER.decode(blob) if blob else None
-                outcomes = [self.engine.decide(command, item.key, state, item.timestamp)]
+                outcomes = [self.engine.decide(command, item.key, state, item.timestamp,
+                                               item.importing)]
             else:
                 outcomes = await self._decide_owner(command, item.timestamp)  # type: ignore[arg-type]
-            position = item.sequence if item.completes else 0
+            position = item.position
             sequences = [0] * (len(outcomes) - 1) + [position]
             replies = await self.store.commit(outcomes, shard=shard, sequences=sequences,
                                               lease_token=self.token, atomic=True,
-                                              applied_through=self._applied_through.get(shard, 0))  # fmt: skip
+                                              applied_through=self._applied_through.get(shard, 0))
             last = replies[-1]
             if last.status == BEHIND:
                 raise RedisBehindError(shard)
@@ -665,14 +967,15 @@ class WorkerService:
                 self._count(result, tally)
                 touched = len(outcomes) - 1
                 if type(command) is Archive and touched:
+                    label = self.telemetry.tenant(tenant)
                     self.stats.archived += touched
-                    self.telemetry.memories_archived.add(touched, {"zeromem.tenant": tenant})
-                    self.telemetry.memories_stored.add(-touched, {"zeromem.tenant": tenant})
+                    self.telemetry.memories_archived.add(touched, {"zeromem.tenant": label})
+                    self.telemetry.memories_stored.add(-touched, {"zeromem.tenant": label})
                 elif type(command) is Forget and touched:
                     self.stats.forgotten += touched
                 return result
             # stale: the reaper changed one of the memories; decide again on what is there
-        raise RedisError(f"command {command.id} stayed stale after 20 rounds")
+        raise StaleRoundsError(f"command {command.id} stayed stale after 20 rounds")
 
     async def _decide_owner(self, command: Forget | Archive, now: float) -> list[Outcome]:
         tenant, owner = command.tenant, command.key
@@ -743,10 +1046,11 @@ class WorkerService:
                 )
                 for outcome, reply in zip(outcomes, replies, strict=True):
                     if reply.status == OK:
+                        label = self.telemetry.tenant(tenant)
                         reaped += 1
                         self.stats.expired += 1
-                        self.telemetry.memories_expired.add(1, {"zeromem.tenant": tenant})
-                        self.telemetry.memories_stored.add(-1, {"zeromem.tenant": tenant})
+                        self.telemetry.memories_expired.add(1, {"zeromem.tenant": label})
+                        self.telemetry.memories_stored.add(-1, {"zeromem.tenant": label})
                         if self.replay:
                             continue  # reproduced by a rebuild: announced the first time
                         namespace, owner_id, _ = outcome.key.split(":", 2)
@@ -801,7 +1105,8 @@ class WorkerService:
         t.batch_size.record(size)
         now = time.time()
         tenants = set()
-        for (tenant, op, outcome), count in tally.items():
+        for (tenant_id, op, outcome), count in tally.items():
+            tenant = t.tenant(tenant_id)
             tenants.add(tenant)
             if outcome == "created":
                 t.memories_stored.add(count, {"zeromem.tenant": tenant})
@@ -820,7 +1125,7 @@ class WorkerService:
                 # a histogram record per command was 7% of the worker's time.
                 last_msg = item.msg
                 t.apply_duration.record(max(0.0, now - item.command.ts),
-                                        {"zeromem.tenant": item.command.tenant})  # fmt: skip
+                                        {"zeromem.tenant": t.tenant(item.command.tenant)})
             headers = item.msg.headers
             if headers and "traceparent" in headers and result is not None:
                 span = tracer.start_span(
@@ -856,13 +1161,23 @@ class WorkerService:
         for item, result in zip(batch, results, strict=True):
             if result is None:
                 continue
-            data = _encode(result)
+            data = item.payload if result is item.result else self._payload_of(item, result)
+            if not data:
+                continue
             namespace, owner_id = item.key.split(":", 2)[:2]
             by_owner.setdefault((item.command.tenant, namespace, owner_id), []).append(data)
             headers = item.msg.headers
             if (headers and (reply_to := headers.get(reply_header))
                     and reply_allowed(item.msg.subject, reply_to)):  # fmt: skip
-                await publish(reply_to, data)
+                try:
+                    await publish(reply_to, data)
+                except Exception as exc:
+                    if classify(exc) is Fault.OUTAGE:
+                        raise
+                    # A reply subject the broker refuses is the caller's: its result still
+                    # goes to the change feed.
+                    self._log.warning(("reply", shard, type(exc)), "shard %d: could not reply "
+                                      "to %.60r: %s", shard, reply_to, describe(exc))  # fmt: skip
         for (tenant, namespace, owner_id), encoded in by_owner.items():
             subject = naming.change_subject(tenant, shard, namespace, owner_id)
             for chunk in _chunks(encoded, self._payload_limit, naming.MAX_BATCH_RESULTS):
@@ -872,7 +1187,92 @@ class WorkerService:
                     await publish(subject, encode_batch(chunk),
                                   headers={naming.BATCH_HEADER: str(len(chunk))})  # fmt: skip
 
+    def _prepare(self, item: _Admitted, outcome: Outcome) -> tuple[object, ...]:
+        """Everything of one command that can be done before the commit: its decision
+        encoded for the script, and (not in a replay) its result encoded and its audit
+        entry. Raises ``CommandFailed`` naming the stage that failed."""
+        try:
+            decision = self.store.decision(outcome, item.position)
+        except Exception as exc:
+            raise CommandFailed("encode", exc) from exc
+        if self.replay:
+            return decision
+        result = outcome.result
+        try:
+            item.entry = write_entry(item.command, item.sequence, result, self.redactor)
+        except Exception as exc:
+            raise CommandFailed("audit entry", exc) from exc
+        try:
+            item.payload = self._fitting(result)
+        except Exception as exc:
+            raise CommandFailed("result encoding", exc) from exc
+        item.result = result
+        return decision
+
+    def _fitting(self, result: Result) -> bytes:
+        """``result`` encoded; without its memory if that would not fit in one message
+        (admission keeps values far smaller, so this is only a guarantee)."""
+        data = _encode(result)
+        if len(data) > self._payload_limit and type(result) is Applied:
+            data = _encode(msgspec.structs.replace(result, item=None))
+        return data
+
+    def _entry_of(self, item: _Admitted, result: Result) -> AuditEntry:
+        """The audit entry of a result not prepared with its decision (a stored result
+        answering a redelivery): a bare one if the full one cannot be built."""
+        try:
+            return write_entry(item.command, item.sequence, result, self.redactor)
+        except Exception as exc:
+            self._log.warning(("entry", type(exc)), "audit entry of %s: %s", item.command.id,
+                              describe(exc))  # fmt: skip
+            return AuditEntry(kind="write", at=result.applied_at, tenant=result.tenant,
+                              op=result.op, key=result.key, status=type(result).__name__.lower(),
+                              command_id=item.command.id, seq=item.sequence,
+                              reason=f"audit entry incomplete: {type(exc).__name__}")  # fmt: skip
+
+    def _payload_of(self, item: _Admitted, result: Result) -> bytes:
+        try:
+            return self._fitting(result)
+        except Exception as exc:
+            self._log.warning(("payload", type(exc)), "result of %s not published: %s",
+                              item.command.id, describe(exc))  # fmt: skip
+            return b""
+
+    def _refused(self, shard: int, item: _Admitted, failure: CommandFailed,
+                 base: Outcome | KeyState | None = None) -> Outcome:  # fmt: skip
+        """What a command that failed at some stage becomes: rejected (its result is
+        recorded, nothing else changes), and dead-lettered with the reason."""
+        command = item.command
+        self._log.error(("command", failure.stage, type(failure.cause)),
+                        "command %s at seq %d: %s", command.id, item.sequence, failure.reason,
+                        exc_info=failure.cause)  # fmt: skip
+        self._failed.setdefault(shard, []).append(
+            _Dead(item.msg, item.raw, failure.reason, item.sequence, item.index, reply=False))
+        if isinstance(base, Outcome):
+            version, last_command = base.base_version, base.base_command
+        elif isinstance(base, KeyState):
+            version, last_command = base.version, base.last_command
+        else:
+            version, last_command = 0, ""
+        return Outcome(
+            command=command, key=item.key, action=NOTHING, guarded=False,
+            base_version=version, base_command=last_command,
+            result=Rejected(command_id=command.id, tenant=command.tenant, key=item.key,
+                            op=type(command).__name__.lower(), agent=command.agent,
+                            applied_at=item.timestamp, reason=failure.reason),
+        )  # fmt: skip
+
     async def _dead_letter(self, shard: int, dead: list[_Dead]) -> None:
+        """Dead-letter ``dead`` and wait until the stream has stored them."""
+        acks = await self._send_dead_letters(shard, dead)
+        # stored before the originals are acked: nothing is lost (bounded, like the audit)
+        await asyncio.wait_for(asyncio.gather(*acks), self.settings.ack_wait_s)
+
+    async def _send_dead_letters(
+        self, shard: int, dead: list[_Dead]
+    ) -> list[asyncio.Future[object]]:
+        """Publish ``dead`` (each with its audit record); returns the acknowledgements to
+        wait for before the originals are acknowledged."""
         now = time.time()
         acks = []
         for letter in dead:
@@ -880,9 +1280,10 @@ class WorkerService:
             where = f"seq {seq}"
             if letter.index is not None:
                 where += f" (batch index {letter.index})"
-            log.warning("dead-lettered command at %s on %s: %s", where, msg.subject,
-                        letter.reason[:300])  # fmt: skip
-            tenant = _tenant_of(msg.subject)
+            self._log.warning(("dead", shard, letter.reason.split(":", 1)[0]),
+                              "dead-lettered command at %s on %s: %s", where, msg.subject,
+                              letter.reason[:300])  # fmt: skip
+            tenant = _tenant_label(msg.subject)
             once = naming.dead_letter_dedupe_id(tenant, seq, letter.index)
             raw, reason = letter.raw, letter.reason
             if len(raw) > self._payload_limit:  # kept whole it could not be stored at all
@@ -891,37 +1292,45 @@ class WorkerService:
             acks.append(
                 await self.js.publish_async(
                     naming.dead_letter_subject(tenant, shard),
-                    encode(DeadLetter(reason=reason, subject=msg.subject, raw=raw,
+                    encode(DeadLetter(reason=reason[:2000], subject=msg.subject, raw=raw,
                                       received_at=now, stream_seq=seq,
-                                      batch_index=letter.index)),  # fmt: skip
-                    headers={naming.DEAD_REASON_HEADER: letter.reason[:200].replace("\n", " "),
+                                      batch_index=letter.index)),
+                    headers={naming.DEAD_REASON_HEADER: _header_text(letter.reason),
                              naming.MSG_ID_HEADER: once},  # once, even when retried
                 )
             )
             headers = msg.headers
-            if (headers and (reply_to := headers.get(naming.REPLY_HEADER))
+            if (letter.reply and headers and (reply_to := headers.get(naming.REPLY_HEADER))
                     and reply_allowed(msg.subject, reply_to)):  # fmt: skip
-                await self.nc.publish(reply_to, encode(_rejection(msg, reply_to, letter.reason)))
-        by_tenant: dict[str, list[object]] = {}
+                try:
+                    await self.nc.publish(reply_to,
+                                          encode(_rejection(msg, reply_to, letter.reason)))
+                except Exception as exc:
+                    if classify(exc) is Fault.OUTAGE:
+                        raise
+        by_tenant: dict[str, list[AuditEntry]] = {}
         for letter in dead:
-            tenant = _tenant_of(letter.msg.subject)
+            tenant = _tenant_label(letter.msg.subject)
             by_tenant.setdefault(tenant, []).append(dead_letter_entry(
-                tenant, letter.msg.subject, letter.reason, letter.sequence, self.redactor))  # fmt: skip
+                tenant, letter.msg.subject, letter.reason, letter.sequence, self.redactor))
         last = dead[-1]
         for tenant, entries in by_tenant.items():
-            acks.append(await self.js.publish_async(
-                naming.audit_write_subject(tenant, shard),
-                encode(AuditBatch(entries=tuple(entries))),  # type: ignore[arg-type]
-                headers={naming.MSG_ID_HEADER: naming.audit_dedupe_id(
-                    tenant, shard, last.sequence, (last.index or 0) + 1, kind="dead")},
-            ))  # fmt: skip
-        # stored before the originals are acked: nothing is lost (bounded, like the audit)
-        await asyncio.wait_for(asyncio.gather(*acks), self.settings.ack_wait_s)
+            parts = _fit(entries, lambda part: _encode(AuditBatch(entries=tuple(part))),
+                         self._payload_limit)  # fmt: skip
+            for n, data in enumerate(parts):
+                # Parts after the first: past the index range a batch message can have.
+                part = (last.index or 0) + 1 + n * (self.limits.batch_commands + 1)
+                acks.append(await self.js.publish_async(
+                    naming.audit_write_subject(tenant, shard), data,
+                    headers={naming.MSG_ID_HEADER: naming.audit_dedupe_id(
+                        tenant, shard, last.sequence, part, kind="dead")}))  # fmt: skip
         self.stats.dead_lettered += len(dead)
-        for letter in dead:
-            self.telemetry.commands.add(1, {"zeromem.tenant": _tenant_of(letter.msg.subject),
-                                            "zeromem.op": "",
-                                            "zeromem.outcome": "dead_letter"})  # fmt: skip
+        counts = Counter(_tenant_label(letter.msg.subject) for letter in dead)
+        for tenant, count in counts.items():
+            label = self.telemetry.tenant(tenant)
+            self.telemetry.commands.add(count, {"zeromem.tenant": label, "zeromem.op": "",
+                                                "zeromem.outcome": "dead_letter"})  # fmt: skip
+        return acks
 
 
 _NO_STATE = KeyState()  # a placeholder while the batch's keys are collected
@@ -992,9 +1401,35 @@ def stream_position(reply: str) -> tuple[int, float]:
     return int(tokens[Msg.Ack.StreamSeq]), int(tokens[Msg.Ack.Timestamp]) / 1e9
 
 
+def _declared_commands(msg: Msg) -> int:
+    """Commands a message says it carries, for the window's accounting (admission checks
+    the truth)."""
+    headers = msg.headers
+    if not headers or naming.BATCH_HEADER not in headers:
+        return 1
+    count = batch_length(msg.data)
+    return max(1, count or 1)
+
+
+_TENANT_OK = re.compile(TENANT_FULL_PATTERN).match
+
+
+def _tenant_label(subject: str) -> str:
+    """The tenant a command subject names, if it is one a tenant can have (anything may be
+    published on a command subject when the server does not check credentials): it names
+    dead-letter and audit subjects and metric attributes."""
+    tenant = _tenant_of(subject)
+    return tenant if _TENANT_OK(tenant) else "_invalid"
+
+
+def _header_text(text: str) -> str:
+    # A header value is one line of printable ASCII: a reason quotes what the agent sent.
+    return "".join(c if " " <= c <= "~" else "?" for c in text[:200])
+
+
 def _rejection(msg: Msg, reply_to: str, reason: str) -> Result:
     command_id = reply_to.rsplit(".", 1)[-1]  # the SDK waits on {inbox}.{command id}
-    return Rejected(command_id=command_id, tenant=_tenant_of(msg.subject),
+    return Rejected(command_id=command_id, tenant=_tenant_label(msg.subject),
                     key="", op="", reason=reason, applied_at=time.time())  # fmt: skip
 
 
@@ -1031,7 +1466,8 @@ def reply_allowed(subject: str, reply_to: str) -> bool:
 
 
 async def run_worker(settings: Settings, index: int, count: int) -> None:
-    """Entry point of ``zeromem worker``: run until cancelled."""
+    """Entry point of ``zeromem worker``: run until cancelled (SIGTERM), then stop within
+    ``Limits.stop_grace_s`` plus a moment, whatever the shards or the servers are doing."""
     shards = naming.shards_of_worker(index, count, settings.shards)
     nc = await connect_nats(settings, name=f"zeromem-worker-{index}")
     redis = connect_redis(settings)
@@ -1043,6 +1479,25 @@ async def run_worker(settings: Settings, index: int, count: int) -> None:
     try:
         await asyncio.Event().wait()
     finally:
+        grace = settings.limits.stop_grace_s
+        # The last resort: a stop that still hangs (a server that never answers a close)
+        # ends the process anyway; the shards' leases expire and their batches come again.
+        _exit_after(grace + 3.0)
         await worker.stop()
-        await nc.drain()
-        await redis.aclose()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.drain(), 2.0)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.close(), 1.0)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(redis.aclose(), 1.0)
+
+
+def _exit_after(seconds: float) -> None:
+    def hard_exit() -> None:
+        log.error("stop took longer than %.1fs; exiting now", seconds)
+        logging.shutdown()
+        os._exit(1)
+
+    timer = threading.Timer(seconds, hard_exit)
+    timer.daemon = True
+    timer.start()

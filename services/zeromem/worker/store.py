@@ -32,17 +32,23 @@ _COMMIT_LUA = resources.files("zeromem.worker").joinpath("commit.lua").read_text
 # One call instead of a pipeline of commands: at a few hundred commands a batch, packing
 # each command's arguments in redis-py cost more than Redis spent answering them.
 ITEM_FIELDS = ("v", "d", "lc", "fl", "fd", "fi", "ar")
+# ARGV: item count n, stored-totals count q, n item keys, q tenants' stored-totals keys
+# (``RedisKeys.stored``), then command result keys.
 _READ_LUA = """
 local n = tonumber(ARGV[1])
+local q = tonumber(ARGV[2])
 local out = {}
-for i = 2, n + 1 do
-  out[#out + 1] = redis.call('HMGET', ARGV[i], %s)
+for i = 3, n + 2 do
+  out[#out + 1] = redis.call('HMGET', ARGV[i], $FIELDS)
 end
-for i = n + 2, #ARGV do
+for i = n + 3, n + q + 2 do
+  out[#out + 1] = redis.call('HMGET', ARGV[i], 'n', 'b')
+end
+for i = n + q + 3, #ARGV do
   out[#out + 1] = redis.call('GET', ARGV[i])
 end
 return out
-""" % ", ".join(f"'{f}'" for f in ITEM_FIELDS)
+""".replace("$FIELDS", ", ".join(f"'{f}'" for f in ITEM_FIELDS))
 
 OK, DUPLICATE, STALE, FENCED = "ok", "dup", "stale", "fenced"
 BEHIND = "behind"  # Redis no longer holds applies the worker confirmed (see commit.lua)
@@ -54,7 +60,8 @@ def decode_item_hash(fields: Sequence[bytes | None]) -> KeyState:
     feedback = (FeedbackCounts(int(liked or 0), int(disliked or 0), int(important or 0))
                 if liked or disliked or important else _NO_FEEDBACK)  # fmt: skip
     item = _ITEM_DECODER.decode(data) if data else None
-    return KeyState(int(version or 0), item, (last or b"").decode(), feedback, archived == b"1")
+    return KeyState(int(version or 0), item, (last or b"").decode(), feedback, archived == b"1",
+                    size=len(data) if data else 0)
 
 
 
@@ -80,13 +87,25 @@ class Store:
         self, keys: Sequence[tuple[str, str]], command_ids: Sequence[tuple[str, str]]
     ) -> tuple[list[KeyState], list[Result | None]]:
         """The state of each (tenant, key) and the stored result of each (tenant, command id)."""
-        args: list[object] = [len(keys)]
+        states, done, _ = await self.read_with_totals(keys, command_ids, ())
+        return states, done
+
+    async def read_with_totals(
+        self, keys: Sequence[tuple[str, str]], command_ids: Sequence[tuple[str, str]],
+        tenants: Sequence[str],
+    ) -> tuple[list[KeyState], list[Result | None], dict[str, list[int]]]:  # fmt: skip
+        """``read``, and what each of ``tenants`` stores: [memories, bytes]."""
+        args: list[object] = [len(keys), len(tenants)]
         args += [redis_keys(tenant).item(key) for tenant, key in keys]
+        args += [redis_keys(tenant).stored() for tenant in tenants]
         args += [redis_keys(tenant).command(cid) for tenant, cid in command_ids]
         replies = await self._read(args=args)
         states = [decode_item_hash(r) for r in replies[: len(keys)]]
-        done = [decode_result(r) if r else None for r in replies[len(keys) :]]
-        return states, done
+        totals_end = len(keys) + len(tenants)
+        totals = {tenant: [int(n or 0), int(b or 0)]
+                  for tenant, (n, b) in zip(tenants, replies[len(keys):totals_end], strict=True)}
+        done = [decode_result(r) if r else None for r in replies[totals_end:]]
+        return states, done, totals
 
     async def commit(
         self,
@@ -101,40 +120,58 @@ class Store:
         """Commit decided outcomes in order, in one script call (one round trip and one
         argument, whatever the batch size: packing arguments one by one was the worker's
         largest cost)."""
-        if not outcomes:
+        decisions = [self.decision(o, s) for o, s in zip(outcomes, sequences, strict=True)]
+        return await self.commit_decisions(decisions, shard=shard, lease_token=lease_token,
+                                           atomic=atomic, applied_through=applied_through)
+
+    @staticmethod
+    def decision(outcome: Outcome, sequence: int) -> tuple[object, ...]:
+        """One outcome as the commit script reads it (everything encoded): built per
+        command, so that a command whose parts cannot be encoded fails on its own."""
+        command = outcome.command
+        keys = redis_keys(command.tenant)
+        result = outcome.result
+        if type(result) is Applied and result.item is not None:
+            # The stored result answers redeliveries; the memory itself is stored once.
+            result = msgspec.structs.replace(result, item=None)
+        item = outcome.item
+        ops = outcome.ops
+        followers = outcome.followers
+        return (
+            keys.item(outcome.key), keys.command(command.id) if outcome.record else "",
+            str(sequence),
+            _ENCODE(result), "1" if outcome.guarded else "0", str(outcome.base_version),
+            outcome.base_command, outcome.action, str(outcome.new_version),
+            "" if item is None else _ENCODE(_stored_form(item)),
+            command.id, "1" if outcome.content_changed else "0", outcome.feedback_field,
+            _flat_ops(ops) if ops else (),
+            "1" if outcome.clears_expiry else "0",
+            [x for f in followers for x in (keys.command(f.command.id), _ENCODE(f.result))]
+            if followers else (),
+            keys.stored(),
+        )  # fmt: skip
+
+    async def commit_decisions(
+        self,
+        decisions: Sequence[tuple[object, ...]],
+        *,
+        shard: int,
+        lease_token: str,
+        atomic: bool = False,
+        applied_through: int = 0,
+    ) -> list[CommitReply]:
+        """Commit decisions built by ``decision``, in order, in one script call."""
+        if not decisions:
             return []
-        decisions = []
-        for outcome, sequence in zip(outcomes, sequences, strict=True):
-            command = outcome.command
-            keys = redis_keys(command.tenant)
-            result = outcome.result
-            if type(result) is Applied and result.item is not None:
-                # The stored result answers redeliveries; the memory itself is stored once.
-                result = msgspec.structs.replace(result, item=None)
-            item = outcome.item
-            ops = outcome.ops
-            followers = outcome.followers
-            decisions.append((
-                keys.item(outcome.key), keys.command(command.id) if outcome.record else "",
-                str(sequence),
-                _ENCODE(result), "1" if outcome.guarded else "0", str(outcome.base_version),
-                outcome.base_command, outcome.action, str(outcome.new_version),
-                "" if item is None else _ENCODE(_stored_form(item)),
-                command.id, "1" if outcome.content_changed else "0", outcome.feedback_field,
-                _flat_ops(ops) if ops else (),
-                "1" if outcome.clears_expiry else "0",
-                [x for f in followers for x in (keys.command(f.command.id), _ENCODE(f.result))]
-                if followers else (),
-            ))  # fmt: skip
         replies = await self._commit(
             args=[naming.shard_lease_key(shard), lease_token, naming.shard_sequence_key(), shard,
-                  self.result_ttl_s, self.tombstone_ttl_ms, _PACK(decisions),
+                  self.result_ttl_s, self.tombstone_ttl_ms, _PACK(list(decisions)),
                   "1" if atomic else "0", applied_through],
         )  # fmt: skip
         if replies == b"fenced":
-            return [CommitReply(FENCED)] * len(outcomes)
+            return [CommitReply(FENCED)] * len(decisions)
         if replies == b"behind":
-            return [CommitReply(BEHIND)] * len(outcomes)
+            return [CommitReply(BEHIND)] * len(decisions)
         out = []
         for reply in replies:
             if isinstance(reply, list):

@@ -1,0 +1,164 @@
+"""Every limit zeromem enforces, by name, with its default: one frozen section of the
+settings (``Settings.limits``), read from ``ZEROMEM_LIMIT_<NAME>`` variables.
+
+A limit is checked where its input is admitted (the worker's intake for commands, the read
+services' admission for requests) and a refusal names it: a dead letter's reason or an
+error reply reads ``limit <name>: ...``, so an agent's developer finds the setting from
+the message alone. Three rules are not numbers and have no setting: map keys are strings,
+no msgpack extension types, every number finite (refusals name them ``map_keys``,
+``ext_types`` and ``non_finite``).
+
+Quotas (per tenant) are limits too; 0 turns a quota off.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Any
+
+ENV_PREFIX = "ZEROMEM_LIMIT_"
+
+# Agent and reader ids: letters, digits and ``_ - . : @ / + =``. No whitespace or control
+# characters (log lines, the CLI's tables), and no ``|``, which the usage ledger uses
+# between its fields.
+AGENT_CHARSET = r"^[A-Za-z0-9_\-.:@/+=]+$"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    # --- commands, checked by the workers at admission --------------------------------
+    # Commands one batch message may carry (the SDK sends at most 128). Over it, the
+    # message is dead-lettered whole, once: refusing each command would publish as many
+    # dead letters.
+    batch_commands: int = 1000
+    # Bytes of a put's value or a patch's patch, msgpack-encoded.
+    value_bytes: int = 64 * 1024
+    # Lists and maps nested inside a value, a patch, or a recall's strategy.
+    nesting_depth: int = 32
+    # Characters of a memory's content (the wire contract's own maximum is 200).
+    content_chars: int = 200
+    # Tags of one memory, and characters of each (the contract's maximum is 64).
+    tags: int = 32
+    tag_chars: int = 64
+    # References of one memory to others.
+    references: int = 32
+    # Characters of a key, a key prefix or a list cursor (the key grammar allows 226).
+    key_chars: int = 226
+    # Characters of a command's agent id and of a request's reader (see AGENT_CHARSET).
+    agent_chars: int = 128
+    # Characters of a put's ``source``.
+    source_chars: int = 256
+
+    # --- the worker's handling of failures -----------------------------------------------
+    # Attempts at a message whose processing fails for a reason other than an outage
+    # (Redis or NATS unreachable, which is retried for as long as it lasts): after these
+    # it is dead-lettered whole with the error, and the shard goes on.
+    message_attempts: int = 3
+    # Wait before the second attempt; doubled for each further one.
+    attempt_backoff_s: float = 0.1
+    # After SIGTERM, how long a worker lets its shards finish what they hold before it
+    # exits regardless (a batch in hand is then redelivered to the next owner).
+    stop_grace_s: float = 5.0
+    # One log line per this many seconds for a failure that repeats (same place, same
+    # kind); the lines in between are counted and the count is logged with the next one.
+    log_interval_s: float = 10.0
+
+    # --- write fairness ---------------------------------------------------------------------
+    # What a shard reads ahead of what it applies (commands, and bytes of messages), so
+    # that one tenant's backlog does not keep another tenant's commands out of reach.
+    # Another tenant's command waits one round while the backlog ahead of it fits.
+    shard_window: int = 65536
+    shard_window_bytes: int = 8 * 1024 * 1024
+    # Commands of one tenant per apply round while other tenants' commands wait in the
+    # window; alone, a tenant gets whole rounds (``Settings.batch_size``).
+    tenant_round_share: int = 64
+
+    # --- quotas per tenant (0: off) -------------------------------------------------------
+    # Commands per second of one tenant on one shard (each shard has one owner at a time,
+    # so this holds across the deployment); over it a command is refused (``rejected``,
+    # dead-lettered) without touching Redis.
+    tenant_commands_per_s: float = 0.0
+    # Live memories one tenant may hold, and bytes of them (stored form: value, content,
+    # tags and the rest). A put over either is rejected; deletes always pass.
+    tenant_memories: int = 10_000_000
+    tenant_bytes: int = 8 * 1024**3
+
+    # --- read requests, checked by the read services at admission -----------------------
+    # Owners one recall may search (a recall's cost grows with them: measured on this
+    # project's machine with 500 memories per owner, p50 3.7 ms for one owner, 29 ms for
+    # four, 76 ms for sixteen).
+    recall_owners: int = 16
+    # Characters of a recall's query, and distinct terms in it.
+    query_chars: int = 2000
+    query_terms: int = 64
+    # Tags and types in a recall's scope.
+    scope_filters: int = 32
+    # The longest stats range, in seconds (the usage ledger keeps 35 days).
+    stats_range_s: float = 35 * 86400.0
+    # Rows one stats reply may carry (a reply over the broker's payload limit never
+    # arrives): a wider request is refused and asked to narrow its range.
+    stats_rows: int = 20_000
+    # Requests per second of one tenant to one read-service process; over it a request is
+    # refused at once (``rate_limited``).
+    tenant_requests_per_s: float = 2000.0
+    # Requests of one tenant a read service works on at once; the tenant's others wait in
+    # its own queue, served in turn with other tenants' ...
+    tenant_in_flight: int = 4
+    # ... at once while other tenants' requests arrive too (a heavy recall holds Redis for
+    # tens of milliseconds: see query.gate) ...
+    tenant_in_flight_shared: int = 1
+    # ... and the share of the service's time one tenant may take meanwhile (seconds of
+    # work per second; the time a request took is charged to its tenant). Past it, the
+    # tenant's requests wait until it has earned time back.
+    tenant_read_share: float = 0.25
+    # Requests of one tenant waiting for their turn; more are refused at once
+    # (``overloaded``).
+    tenant_queued: int = 512
+    # Requests a read-service process works on at once, all tenants together, ...
+    reads_in_flight: int = 16
+    # ... and requests waiting, all tenants together.
+    reads_queued: int = 4096
+
+    # --- telemetry --------------------------------------------------------------------------
+    # Distinct agent (reader) values per tenant in metric attributes; later ones are
+    # counted under "_other". Distinct tenants likewise.
+    metric_agents: int = 100
+    metric_tenants: int = 1000
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) < 0:
+                raise ValueError(f"limit {f.name} must not be negative")
+        if min(self.tenant_in_flight, self.tenant_in_flight_shared, self.reads_in_flight,
+               self.message_attempts) < 1:  # fmt: skip
+            raise ValueError("tenant_in_flight(_shared), reads_in_flight, message_attempts: "
+                             "at least 1")
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Limits:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is not None:
+                values[f.name] = type(getattr(cls(), f.name))(raw)
+        values.update(overrides)
+        return cls(**values)
+
+    def env(self) -> dict[str, str]:
+        """The variables that give another process these limits (those off the defaults)."""
+        default = Limits()
+        return {ENV_PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in fields(self)
+                if getattr(self, f.name) != getattr(default, f.name)}  # fmt: skip
+
+
+def refusal(limit: str, detail: str) -> str:
+    """The reason text of a refusal: ``limit <name>: <detail>``."""
+    return f"limit {limit}: {detail}"
+
+
+def documented() -> list[tuple[str, object, str]]:
+    """(name, default, environment variable) of every limit, in declaration order."""
+    default = Limits()
+    return [(f.name, getattr(default, f.name), ENV_PREFIX + f.name.upper()) for f in fields(Limits)]

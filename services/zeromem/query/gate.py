@@ -1,0 +1,187 @@
+"""Turns between tenants in a read service: one tenant's flood never queues another's reads.
+
+Every request passes ``TenantGate.admit`` (refused at once when its tenant is over its rate
+or has too many requests waiting) and then holds a slot while it is worked on. When a
+slot frees, the tenants with requests waiting take turns (round robin), each in its own
+arrival order: a tenant sending a thousand recalls at once waits behind itself, and
+another tenant's request takes the next free slot.
+
+Alone, a tenant may hold ``Limits.tenant_in_flight`` slots. While other tenants are
+active too (a request in the last second), each holds at most
+``Limits.tenant_in_flight_shared`` and may take at most ``Limits.tenant_read_share`` of the
+service's time: a request's duration is charged to its tenant, and a tenant that spent its
+share waits until it is earned back. Why: a slot is not the cost. One recall over sixteen
+owners keeps Redis busy for tens of milliseconds, a single script no other client's
+command can interleave with; measured with the noisy-neighbour scenario, another tenant's
+write p99 went from 451 ms with four such recalls in flight to 82 ms with one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+
+from zeromem.limits import Limits, refusal
+from zeromem.quota import RateQuota
+
+RATE_LIMITED = "rate_limited"
+OVERLOADED = "overloaded"
+PRESENCE_S = 1.0  # a tenant counts as active this long after its last request
+
+
+class TenantGate:
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self._rate = RateQuota(limits.tenant_requests_per_s)
+        self._busy = 0  # slots held, every tenant together
+        self._active: dict[str, int] = {}  # tenant -> slots it holds
+        self._waiting: dict[str, deque[asyncio.Future[None]]] = {}  # in arrival order
+        self._turns: deque[str] = deque()  # tenants with requests waiting, in turn order
+        self._queued = 0  # requests waiting, every tenant together
+        self._seen: dict[str, float] = {}  # tenant -> its last request (monotonic)
+        # tenant -> [seconds of service time it may still take, when last refilled]
+        self._share: dict[str, list[float]] = {}
+        self._redispatch: asyncio.TimerHandle | None = None
+
+    def admit(self, tenant: str) -> tuple[str, str] | None:
+        """(code, reason) if ``tenant``'s request must be refused now, else None."""
+        limits = self.limits
+        now = time.monotonic()
+        self._seen[tenant] = now
+        if len(self._seen) > 4096:  # forget the tenants gone quiet
+            self._seen = {t: at for t, at in self._seen.items() if now - at < PRESENCE_S}
+        if not self._rate.take(tenant, now=now):
+            return RATE_LIMITED, refusal("tenant_requests_per_s", f"tenant {tenant!r} is over "
+                                         f"{limits.tenant_requests_per_s:g} requests/s")
+        waiting = self._waiting.get(tenant)
+        if waiting is not None and len(waiting) >= limits.tenant_queued:
+            return OVERLOADED, refusal("tenant_queued", f"tenant {tenant!r} has "
+                                       f"{len(waiting)} requests waiting")  # fmt: skip
+        if self._queued >= limits.reads_queued:
+            return OVERLOADED, refusal("reads_queued", "the service has "
+                                       f"{self._queued} requests waiting")  # fmt: skip
+        return None
+
+    @contextlib.asynccontextmanager
+    async def slot(self, tenant: str) -> AsyncIterator[None]:
+        """Hold one of ``tenant``'s slots (waiting for its turn) while the body runs."""
+        if not self._waiting.get(tenant) and self._can_start(tenant, time.monotonic()):
+            self._take(tenant)
+        else:
+            waiter = asyncio.get_running_loop().create_future()
+            waiting = self._waiting.get(tenant)
+            if waiting is None:
+                waiting = self._waiting[tenant] = deque()
+                self._turns.append(tenant)
+            waiting.append(waiter)
+            self._queued += 1
+            try:
+                await waiter  # the slot is taken for us when it resolves
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._give(tenant, 0.0)  # granted just as we were cancelled
+                else:
+                    self._forget(tenant, waiter)
+                raise
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self._give(tenant, time.monotonic() - started)
+
+    @property
+    def in_flight(self) -> int:
+        return self._busy
+
+    def _shared(self, now: float) -> bool:
+        others = 0
+        for at in self._seen.values():
+            if now - at < PRESENCE_S:
+                others += 1
+                if others > 1:
+                    return True
+        return False
+
+    def _balance(self, tenant: str, now: float) -> float:
+        """Seconds of service time ``tenant`` may still take while it shares (at most one
+        second's worth is saved up)."""
+        share = self.limits.tenant_read_share
+        account = self._share.get(tenant)
+        if account is None:
+            account = self._share[tenant] = [share, now]
+        account[0] = min(share, account[0] + (now - account[1]) * share)
+        account[1] = now
+        return account[0]
+
+    def _can_start(self, tenant: str, now: float) -> bool:
+        limits = self.limits
+        if self._busy >= limits.reads_in_flight:
+            return False
+        if not self._shared(now):
+            return self._active.get(tenant, 0) < limits.tenant_in_flight
+        return (self._active.get(tenant, 0) < limits.tenant_in_flight_shared
+                and self._balance(tenant, now) > 0)  # fmt: skip
+
+    def _take(self, tenant: str) -> None:
+        self._busy += 1
+        self._active[tenant] = self._active.get(tenant, 0) + 1
+
+    def _give(self, tenant: str, seconds: float) -> None:
+        self._busy -= 1
+        left = self._active[tenant] - 1
+        if left:
+            self._active[tenant] = left
+        else:
+            del self._active[tenant]
+        now = time.monotonic()
+        if seconds and self._shared(now):
+            self._share.setdefault(tenant, [self.limits.tenant_read_share, now])[0] -= seconds
+        if len(self._share) > 4096:
+            self._share.clear()
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Hand free slots to waiting requests, one tenant after another; if a tenant waits
+        only to earn back its share, come back when it has."""
+        now = time.monotonic()
+        passes = len(self._turns)
+        earned_in: float | None = None
+        while self._turns and self._busy < self.limits.reads_in_flight and passes > 0:
+            tenant = self._turns.popleft()
+            waiting = self._waiting[tenant]
+            if not self._can_start(tenant, now):
+                self._turns.append(tenant)  # not its turn yet: the next tenant's
+                passes -= 1
+                balance = self._share.get(tenant, [1.0])[0]
+                if balance <= 0 and self.limits.tenant_read_share > 0:
+                    wait = -balance / self.limits.tenant_read_share + 0.001
+                    earned_in = wait if earned_in is None else min(earned_in, wait)
+                continue
+            waiter = waiting.popleft()
+            self._queued -= 1
+            self._take(tenant)
+            waiter.set_result(None)
+            if waiting:
+                self._turns.append(tenant)
+            else:
+                del self._waiting[tenant]
+            passes = len(self._turns)
+        if earned_in is not None and self._redispatch is None:
+            def again() -> None:
+                self._redispatch = None
+                self._dispatch()
+
+            self._redispatch = asyncio.get_running_loop().call_later(earned_in, again)
+
+    def _forget(self, tenant: str, waiter: asyncio.Future[None]) -> None:
+        waiting = self._waiting.get(tenant)
+        if waiting is None or waiter not in waiting:
+            return
+        waiting.remove(waiter)
+        self._queued -= 1
+        if not waiting:
+            del self._waiting[tenant]
+            self._turns.remove(tenant)

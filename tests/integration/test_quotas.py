@@ -1,0 +1,103 @@
+"""Per-tenant quotas on the write path: stored memories, stored bytes, commands per second.
+A refusal names the limit; other tenants are not affected."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncIterator
+
+from tests.harness import ServiceSet
+from tests.integration.test_containment import dead_letters, owner_on_shard
+from zeromem import naming
+from zeromem.bus import connect_redis
+from zeromem.limits import Limits
+from zeromem.sdk import MemoryClient
+from zeromem.settings import Settings
+
+
+@contextlib.asynccontextmanager
+async def services_with(isolated: Settings, **limits: float) -> AsyncIterator[Settings]:
+    """The services on ``isolated``'s servers, with these limits."""
+    settings = dataclasses.replace(isolated, limits=Limits(**limits))  # type: ignore[arg-type]
+    services = await ServiceSet.start(settings)
+    try:
+        yield settings
+    finally:
+        await services.stop()
+
+
+async def stored(settings: Settings, tenant: str) -> tuple[int, int]:
+    redis = connect_redis(settings)
+    try:
+        n, b = await redis.hmget(naming.RedisKeys(tenant).stored(), "n", "b")
+    finally:
+        await redis.aclose()
+    return int(n or 0), int(b or 0)
+
+
+async def test_a_tenant_over_its_memory_quota_is_refused_and_others_are_not(
+    isolated: Settings,
+) -> None:
+    async with services_with(isolated, tenant_memories=3) as settings:
+        full = await MemoryClient.connect(settings.nats_url, tenant="full", shards=settings.shards)
+        async with full:
+            for i in range(3):
+                assert (await full.put(f"user:u{i}:k", i, wait="applied")).status == "applied"
+            refused = await full.put("user:u9:k", 9, wait="applied")
+            assert refused.status == "rejected" and "tenant_memories" in refused.reason
+            # Rewriting a memory it has is no new memory; deleting one makes room.
+            assert (await full.put("user:u0:k", "again", wait="applied")).status == "applied"
+            assert (await full.delete("user:u1:k", wait="applied")).status == "applied"
+            assert (await full.put("user:u9:k", 9, wait="applied")).status == "applied"
+            assert (await stored(settings, "full"))[0] == 3
+        async with await MemoryClient.connect(settings.nats_url, tenant="other",
+                                              shards=settings.shards) as other:  # fmt: skip
+            assert (await other.put("user:u9:k", 1, wait="applied")).status == "applied"
+
+
+async def test_stored_totals_follow_every_write_delete_forget_and_expiry(
+    isolated: Settings,
+) -> None:
+    async with services_with(isolated, tenant_bytes=4000) as settings:
+        client = await MemoryClient.connect(settings.nats_url, tenant="acme",
+                                            shards=settings.shards)  # fmt: skip
+        async with client:
+            await client.put("user:u1:a", "x" * 100, wait="applied")
+            await client.put("user:u1:b", "y" * 100, wait="applied")
+            count, size = await stored(settings, "acme")
+            assert count == 2 and 200 < size < 800
+            await client.put("user:u1:a", "x" * 1000, wait="applied")  # grows
+            assert (await stored(settings, "acme"))[1] > size + 800
+            big = await client.put("user:u2:c", "z" * 5000, wait="applied")
+            assert big.status == "rejected" and "tenant_bytes" in big.reason
+            await client.put("user:u3:t", 1, ttl=0.3, wait="applied")
+            assert (await stored(settings, "acme"))[0] == 3
+            await asyncio.sleep(1.0)  # the reaper takes it
+            await client.delete("user:u1:b", wait="applied")
+            await client.forget("user:u1", wait="applied")
+            assert await stored(settings, "acme") == (0, 0)
+
+
+async def test_commands_over_the_rate_quota_are_dead_lettered_naming_it(
+    isolated: Settings,
+) -> None:
+    async with services_with(isolated, tenant_commands_per_s=20) as settings:
+        shard = naming.shard_for("noisy", "user:n0", settings.shards)
+        owner = owner_on_shard("quiet", shard, settings.shards)
+        async with await MemoryClient.connect(settings.nats_url, tenant="noisy",
+                                              shards=settings.shards, batch=False) as noisy:
+            for i in range(200):
+                await noisy.put(f"user:n0:k{i % 5}", i)
+            await noisy.flush()
+        async with await MemoryClient.connect(settings.nats_url, tenant="quiet",
+                                              shards=settings.shards) as quiet:  # fmt: skip
+            started = time.monotonic()
+            receipt = await quiet.put(f"{owner}:k", 1, wait="applied")
+            assert receipt.status == "applied" and time.monotonic() - started < 2.0
+        await asyncio.sleep(0.5)
+        letters = await dead_letters(settings)
+        assert 100 < len(letters) <= 190, len(letters)
+        assert all("tenant_commands_per_s" in letter.reason for letter in letters)
