@@ -65,3 +65,11 @@ async def test_archived_pages_and_one_key(client: MemoryClient) -> None:
         await client.archived("user:a1", key="user:other:m3")
     with pytest.raises(RequestRejectedError):
         await client.archived("user:a1:m3")
+
+
+async def test_browsing_is_admitted_like_any_read(client: MemoryClient) -> None:
+    """Bounded inputs, refused with the limit's name before any work (query.admission)."""
+    with pytest.raises(RequestRejectedError, match="key_chars"):
+        await client.owners("user:" + "x" * 300)
+    with pytest.raises(RequestRejectedError, match="key_chars"):
+        await client.archived("user:a1", key="user:a1:" + "y" * 300)
