@@ -138,10 +138,10 @@ async def test_a_command_the_engine_cannot_handle_is_rejected_and_dead_lettered(
     worker = services.workers[0]
     original = worker.engine.decide
 
-    def decide(command, key, state, now):  # type: ignore[no-untyped-def]
+    def decide(command, key, state, now, importing=False):  # type: ignore[no-untyped-def]
         if key.endswith(":boom"):
             raise ZeroDivisionError("boom")
-        return original(command, key, state, now)
+        return original(command, key, state, now, importing)
 
     worker.engine.decide = decide
     shard = naming.shard_for("acme", "user:u1", settings.shards)
