@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install run test test-unit test-browser inspect inspector-screenshots inspector-vendor reliability demo bench-write bench-write-cost bench-recall bench-auth bench-inspect bench-quality lint schemas clean
+.PHONY: help install run test test-unit test-browser inspect inspector-screenshots inspector-vendor reliability demo format bench-write bench-write-cost bench-recall bench-auth bench-inspect bench-quality lint schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -86,8 +86,15 @@ bench-quality: $(STAMP) ## recall on long generated dialogues (dev and held-out)
 reliability: $(STAMP) ## crash, restart, contention, hostile-input and load scenarios, long versions
 	ZEROMEM_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability --timeout=1800
 
-lint: $(STAMP) ## ruff
-	$(BIN)/python -m ruff check schemas services tests bench
+PY_SOURCES := schemas services tests bench examples
+
+lint: $(STAMP) ## ruff (rules and the formatter's check)
+	$(BIN)/python -m ruff check $(PY_SOURCES)
+	$(BIN)/python -m ruff format --check $(PY_SOURCES)
+
+format: $(STAMP) ## ruff format, and the fixes ruff can make on its own
+	$(BIN)/python -m ruff format $(PY_SOURCES)
+	$(BIN)/python -m ruff check --fix $(PY_SOURCES)
 
 schemas: $(STAMP) ## regenerate the committed JSON Schema files
 	$(BIN)/python -m zeromem.schemas.export

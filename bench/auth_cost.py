@@ -37,15 +37,19 @@ from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 
 
-async def recall_latencies(modes: dict[str, Settings], owner: str, queries: int,
-                           rng: random.Random) -> dict[str, list[float]]:  # fmt: skip
+async def recall_latencies(
+    modes: dict[str, Settings], owner: str, queries: int, rng: random.Random
+) -> dict[str, list[float]]:
     """Recall round trips on every stack, interleaved query by query (the same query on
     each), so the machine's drifting load falls on both alike."""
     import time
 
-    clients = {mode: await MemoryClient.connect(settings.nats_url, tenant="bench", agent="bench",
-                                                timeout=30, settings=settings)
-               for mode, settings in modes.items()}  # fmt: skip
+    clients = {
+        mode: await MemoryClient.connect(
+            settings.nats_url, tenant="bench", agent="bench", timeout=30, settings=settings
+        )
+        for mode, settings in modes.items()
+    }
     samples: dict[str, list[float]] = {mode: [] for mode in modes}
     try:
         for _ in range(20):  # warm the services
@@ -95,7 +99,8 @@ async def main() -> None:
                 for mode, settings in order:
                     row[f"raw_{mode}"] = await raw_publish_rate(settings, args.commands, payload)
                     row[f"applied_{mode}"], _ = await zeromem_rate(
-                        settings, args.commands, args.owners, batch=True, tenant=f"w{r}")
+                        settings, args.commands, args.owners, batch=True, tenant=f"w{r}"
+                    )
                     rtt = await raw_round_trips(settings, args.queries)
                     row[f"rtt_p50_{mode}"] = percentile(rtt, 50)
                 samples = await recall_latencies(modes, "user:recall", args.queries, rng)
@@ -103,10 +108,13 @@ async def main() -> None:
                     row[f"recall_p50_{mode}"] = percentile(measured, 50)
                     row[f"recall_p99_{mode}"] = percentile(measured, 99)
                 rounds.append(row)
-                print(f"round {r + 1}: applied on/off {row['applied_on']:.0f}/"
-                      f"{row['applied_off']:.0f} cmd/s (raw {row['raw_on']:.0f}/"
-                      f"{row['raw_off']:.0f} msg/s); recall p50 on/off "
-                      f"{row['recall_p50_on']:.2f}/{row['recall_p50_off']:.2f} ms", flush=True)
+                print(
+                    f"round {r + 1}: applied on/off {row['applied_on']:.0f}/"
+                    f"{row['applied_off']:.0f} cmd/s (raw {row['raw_on']:.0f}/"
+                    f"{row['raw_off']:.0f} msg/s); recall p50 on/off "
+                    f"{row['recall_p50_on']:.2f}/{row['recall_p50_off']:.2f} ms",
+                    flush=True,
+                )
         finally:
             for p in procs:
                 p.terminate()
@@ -118,7 +126,9 @@ async def main() -> None:
 
     m = {field: median(field) for field in rounds[0]}
     out = {
-        "commands": args.commands, "memories_in_scope": args.memories, "rounds": args.rounds,
+        "commands": args.commands,
+        "memories_in_scope": args.memories,
+        "rounds": args.rounds,
         **{k: round(v, 3) for k, v in m.items()},
         "write_ratio_to_raw_on": round(m["applied_on"] / m["raw_on"], 3),
         "write_ratio_to_raw_off": round(m["applied_off"] / m["raw_off"], 3),
@@ -128,17 +138,21 @@ async def main() -> None:
         "recall_p50_over_raw_off": round(m["recall_p50_off"] / m["rtt_p50_off"], 3),
         "recall_p50_on_over_off": round(m["recall_p50_on"] / m["recall_p50_off"], 3),
         "recall_p99_on_over_off": round(m["recall_p99_on"] / m["recall_p99_off"], 3),
-    }  # fmt: skip
+    }
     print(f"medians of {args.rounds} rounds")
     for mode in ("on", "off"):
-        print(f"auth {mode:3}  raw publish {m[f'raw_{mode}']:8.0f} msg/s   applied "
-              f"{m[f'applied_{mode}']:8.0f} cmd/s "
-              f"(ratio to raw {out[f'write_ratio_to_raw_{mode}']:.2f})"
-              f"   raw rtt p50 {m[f'rtt_p50_{mode}']:.2f} ms   recall p50 "
-              f"{m[f'recall_p50_{mode}']:.2f} ms p99 {m[f'recall_p99_{mode}']:.2f} ms")  # fmt: skip
-    print(f"secured / open: writes {out['write_on_over_off']:.2f}, raw publish "
-          f"{out['raw_publish_on_over_off']:.2f}, recall p50 {out['recall_p50_on_over_off']:.2f}, "
-          f"p99 {out['recall_p99_on_over_off']:.2f}")  # fmt: skip
+        print(
+            f"auth {mode:3}  raw publish {m[f'raw_{mode}']:8.0f} msg/s   applied "
+            f"{m[f'applied_{mode}']:8.0f} cmd/s "
+            f"(ratio to raw {out[f'write_ratio_to_raw_{mode}']:.2f})"
+            f"   raw rtt p50 {m[f'rtt_p50_{mode}']:.2f} ms   recall p50 "
+            f"{m[f'recall_p50_{mode}']:.2f} ms p99 {m[f'recall_p99_{mode}']:.2f} ms"
+        )
+    print(
+        f"secured / open: writes {out['write_on_over_off']:.2f}, raw publish "
+        f"{out['raw_publish_on_over_off']:.2f}, recall p50 {out['recall_p50_on_over_off']:.2f}, "
+        f"p99 {out['recall_p99_on_over_off']:.2f}"
+    )
     print(json.dumps(out))
 
 

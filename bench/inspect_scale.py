@@ -59,8 +59,15 @@ async def fill(settings: Settings, memories: int, owners: int) -> float:
             names = {}
             for i in range(per_owner):
                 key = f"{owner}:m{i:03d}"
-                item = MemoryItem(key=key, value={"i": i}, content=f"memory {i} of {owner}",
-                                  type=MemoryType.FACT, created_at=now, updated_at=now, version=1)
+                item = MemoryItem(
+                    key=key,
+                    value={"i": i},
+                    content=f"memory {i} of {owner}",
+                    type=MemoryType.FACT,
+                    created_at=now,
+                    updated_at=now,
+                    version=1,
+                )
                 pipe.hset(keys.item(key), mapping={"v": 1, "d": encode(item), "lc": "bench"})
                 names[key] = 0
             pipe.zadd(keys.keys(), names)
@@ -95,52 +102,70 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
         settings = stack_settings(stack, Settings(data_dir=Path(tmp) / "data"))
         load_s = await fill(settings, args.memories, args.owners)
-        print(f"filled {args.memories} memories over {args.owners} owners in {load_s:.0f} s",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"filled {args.memories} memories over {args.owners} owners in {load_s:.0f} s",
+            file=sys.stderr,
+        )
         services = await InProcessServices.start(settings, authority=stack.authority)
         tokens = McpTokens(Path(tmp) / "tokens.json")
         creds = stack.authority.issue_agent(TENANT, "viewer", record=False).write(
-            Path(tmp) / "viewer.creds")
+            Path(tmp) / "viewer.creds"
+        )
         token = tokens.add(TENANT, "viewer", creds)
-        app = create_app(settings_for_role(settings, stack.authority, "reader"),
-                         InspectSettings(page_size=PAGE), Access(tokens.path))  # fmt: skip
+        app = create_app(
+            settings_for_role(settings, stack.authority, "reader"),
+            InspectSettings(page_size=PAGE),
+            Access(tokens.path),
+        )
         import uvicorn
 
         from zeromem.embedded.servers import free_port
 
         port = free_port()
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                               log_level="warning"))  # fmt: skip
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+        )
         serving = asyncio.create_task(server.serve())
         try:
             for _ in range(600):  # uvicorn says it started with a flag, not an event
                 if server.started:
                     break
                 await asyncio.sleep(0.05)
-            client = await MemoryClient.connect(settings.nats_url, creds=creds,
-                                                settings=settings, timeout=10)  # fmt: skip
+            client = await MemoryClient.connect(
+                settings.nats_url, creds=creds, settings=settings, timeout=10
+            )
+
             def owner() -> str:
                 return f"user:u{rng.randrange(args.owners):06d}"
 
             samples = args.samples
             results = {
-                "owners page (50 owners, skip-scan)": summary(await timed(
-                    samples, lambda: client.owners(owner()[:9], limit=PAGE))),
-                "memories page (50 memories)": summary(await timed(
-                    samples, lambda: client.list(f"{owner()}:", limit=PAGE, slide=False))),
-                "one memory": summary(await timed(
-                    samples, lambda: client.get(f"{owner()}:m001", slide=False))),
-            }  # fmt: skip
+                "owners page (50 owners, skip-scan)": summary(
+                    await timed(samples, lambda: client.owners(owner()[:9], limit=PAGE))
+                ),
+                "memories page (50 memories)": summary(
+                    await timed(
+                        samples, lambda: client.list(f"{owner()}:", limit=PAGE, slide=False)
+                    )
+                ),
+                "one memory": summary(
+                    await timed(samples, lambda: client.get(f"{owner()}:m001", slide=False))
+                ),
+            }
             bearer = {"authorization": f"Bearer {token}"}
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30,
-                                         headers=bearer) as http:  # fmt: skip
+            async with httpx.AsyncClient(
+                base_url=f"http://127.0.0.1:{port}", timeout=30, headers=bearer
+            ) as http:
+
                 async def page() -> None:
-                    response = await http.get(f"/api/t/{TENANT}/memories",
-                                              params={"prefix": f"{owner()}:"})  # fmt: skip
+                    response = await http.get(
+                        f"/api/t/{TENANT}/memories", params={"prefix": f"{owner()}:"}
+                    )
                     assert response.status_code == 200 and response.json()["items"]
 
                 results["memories page over HTTP (owners + memories)"] = summary(
-                    await timed(args.samples, page))
+                    await timed(args.samples, page)
+                )
             raw = await raw_round_trips(settings, args.samples)
             redis = connect_redis(settings)
             started = time.perf_counter()
@@ -156,11 +181,21 @@ async def main() -> None:
     for name, figures in results.items():
         print(f"  {name:<46} p50 {figures['p50']:7.2f} ms   p99 {figures['p99']:7.2f} ms")
     print(f"  raw NATS request-reply (baseline)              p50 {statistics.median(raw):7.2f} ms")
-    print(f"  one full read of the key index ({len(whole):,} keys)  {scan_ms:9.0f} ms "
-          "(not done by any page)")
-    print(json.dumps({"memories": args.memories, "owners": args.owners, **results,
-                      "raw_p50": round(statistics.median(raw), 3),
-                      "full_index_read_ms": round(scan_ms)}))  # fmt: skip
+    print(
+        f"  one full read of the key index ({len(whole):,} keys)  {scan_ms:9.0f} ms "
+        "(not done by any page)"
+    )
+    print(
+        json.dumps(
+            {
+                "memories": args.memories,
+                "owners": args.owners,
+                **results,
+                "raw_p50": round(statistics.median(raw), 3),
+                "full_index_read_ms": round(scan_ms),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

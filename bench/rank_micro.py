@@ -85,21 +85,27 @@ def main() -> None:
     args = parser.parse_args()
     n, rounds = args.candidates, args.rounds
     config = RankingConfig()
-    stats = CorpusStats(n_docs=n, avg_len=22.0, df={"prefer": n // 20, "language": n // 10,
-                                                     "chinese": n // 30})
+    stats = CorpusStats(
+        n_docs=n, avg_len=22.0, df={"prefer": n // 20, "language": n // 10, "chinese": n // 30}
+    )
     count = token_counter("cl100k_base")
     contents = {}
 
     def lookup(key: str) -> PackItem:
         item = contents.get(key)
         if item is None:
-            item = PackItem(key, f"memory {key} says the user prefers answers in Chinese",
-                            "user_preference", NOW - 86_400)
+            item = PackItem(
+                key,
+                f"memory {key} says the user prefers answers in Chinese",
+                "user_preference",
+                NOW - 86_400,
+            )
             contents[key] = item
         return item
 
-    def rank(cands: list[CandidateFeatures], query: list[str],
-             strategy: Strategy | None = None) -> Ranking:
+    def rank(
+        cands: list[CandidateFeatures], query: list[str], strategy: Strategy | None = None
+    ) -> Ranking:
         ranking = score_candidates(cands, query, stats, NOW, config, strategy)
         for i in range(min(10, len(ranking))):
             ranking[i]
@@ -109,25 +115,44 @@ def main() -> None:
         ("query, 5% match", make_candidates(n, 0.05), QUERY, None),
         ("query, 30% match", make_candidates(n, 0.30), QUERY, None),
         ("empty query", make_candidates(n, 0.0), [], None),
-        ("query 5% + by_tag boost", make_candidates(n, 0.05), QUERY,
-         build_strategy({"name": "by_tag", "tags": ["billing"], "boost": 2.0})),
+        (
+            "query 5% + by_tag boost",
+            make_candidates(n, 0.05),
+            QUERY,
+            build_strategy({"name": "by_tag", "tags": ["billing"], "boost": 2.0}),
+        ),
     ]
     print(f"{n} candidates, best / median of {rounds} rounds")
     for name, cands, query, strategy in scenarios:
         best, median = timed(lambda c=cands, q=query, s=strategy: rank(c, q, s), rounds)
         ranking = rank(cands, query, strategy)
         pbest, pmedian = timed(lambda r=ranking: pack(r, 5, 1500, lookup, count), rounds)
-        print(f"  {name:26s} rank {best:6.3f} ms ({median:6.3f})   "
-              f"pack {pbest:6.3f} ms ({pmedian:6.3f})")
+        print(
+            f"  {name:26s} rank {best:6.3f} ms ({median:6.3f})   "
+            f"pack {pbest:6.3f} ms ({pmedian:6.3f})"
+        )
     cands = make_candidates(n, 0.05)
-    best, median = timed(lambda: list(score_candidates(cands, QUERY, stats, NOW, config)),
-                         max(3, rounds // 5))
+    best, median = timed(
+        lambda: list(score_candidates(cands, QUERY, stats, NOW, config)), max(3, rounds // 5)
+    )
     print(f"  {'full order (explain)':26s} rank {best:6.3f} ms ({median:6.3f})")
     # For scale: what the service pays just to build the inputs (not part of "rank").
     best, median = timed(
-        lambda: [CandidateFeatures(c.key, c.updated_at, c.doc_len, c.term_freqs, c.liked,
-                                   c.disliked, c.important, c.type, c.tags, c.tokens)
-                 for c in cands],
+        lambda: [
+            CandidateFeatures(
+                c.key,
+                c.updated_at,
+                c.doc_len,
+                c.term_freqs,
+                c.liked,
+                c.disliked,
+                c.important,
+                c.type,
+                c.tags,
+                c.tokens,
+            )
+            for c in cands
+        ],
         rounds,
     )
     print(f"  {'(build CandidateFeatures)':26s}      {best:6.3f} ms ({median:6.3f})")

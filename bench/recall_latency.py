@@ -34,8 +34,23 @@ from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 
 WORDS = [f"w{i}" for i in range(5000)]  # a vocabulary with a Zipf-like use: w0 common, w4999 rare
-TOPICS = ["invoice", "deploy", "meeting", "refund", "password", "shipment", "language", "budget",
-          "schedule", "contract", "ticket", "upgrade", "release", "account", "report"]  # fmt: skip
+TOPICS = [
+    "invoice",
+    "deploy",
+    "meeting",
+    "refund",
+    "password",
+    "shipment",
+    "language",
+    "budget",
+    "schedule",
+    "contract",
+    "ticket",
+    "upgrade",
+    "release",
+    "account",
+    "report",
+]
 
 
 def content(rng: random.Random) -> str:
@@ -55,8 +70,13 @@ def percentile(samples: list[float], p: float) -> float:
 
 async def load(client: MemoryClient, owner: str, n: int, rng: random.Random) -> None:
     for i in range(n):
-        await client.put(f"{owner}:m{i}", i, content=content(rng), type="fact",
-                         wait="applied" if i == n - 1 else "none")  # fmt: skip
+        await client.put(
+            f"{owner}:m{i}",
+            i,
+            content=content(rng),
+            type="fact",
+            wait="applied" if i == n - 1 else "none",
+        )
 
 
 async def raw_round_trips(settings: Settings, n: int) -> list[float]:
@@ -85,18 +105,42 @@ async def start_services(settings: Settings, workers: int) -> list[subprocess.Po
 
     def env(role: str) -> dict[str, str]:
         as_role = settings_for_role(settings, authority, role)
-        return dict(os.environ, ZEROMEM_NATS_URL=settings.nats_url,
-                    ZEROMEM_NATS_CREDS=as_role.nats_creds, ZEROMEM_REDIS_URL=as_role.redis_url,
-                    ZEROMEM_SHARDS=str(settings.shards))  # fmt: skip
+        return dict(
+            os.environ,
+            ZEROMEM_NATS_URL=settings.nats_url,
+            ZEROMEM_NATS_CREDS=as_role.nats_creds,
+            ZEROMEM_REDIS_URL=as_role.redis_url,
+            ZEROMEM_SHARDS=str(settings.shards),
+        )
 
-    procs = [subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index",
-                               str(i), "--count", str(workers)], env=env("worker"),
-                              stderr=subprocess.DEVNULL) for i in range(workers)]  # fmt: skip
-    procs.append(subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "serve"],
-                                  env=env("reader"), stderr=subprocess.DEVNULL))  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "zeromem.cli.main",
+                "worker",
+                "--index",
+                str(i),
+                "--count",
+                str(workers),
+            ],
+            env=env("worker"),
+            stderr=subprocess.DEVNULL,
+        )
+        for i in range(workers)
+    ]
+    procs.append(
+        subprocess.Popen(
+            [sys.executable, "-m", "zeromem.cli.main", "serve"],
+            env=env("reader"),
+            stderr=subprocess.DEVNULL,
+        )
+    )
     await wait_for_workers(settings)
-    async with await MemoryClient.connect(settings.nats_url, tenant="bench-probe", agent="probe",
-                                          timeout=1, settings=settings) as probe:  # fmt: skip
+    async with await MemoryClient.connect(
+        settings.nats_url, tenant="bench-probe", agent="probe", timeout=1, settings=settings
+    ) as probe:
         for _ in range(300):
             try:
                 await probe.get("user:probe:x")
@@ -117,16 +161,19 @@ async def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     rng = random.Random(7)
 
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp),
-                                                             secure=not args.no_auth) as stack:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        EmbeddedStack(Path(tmp), secure=not args.no_auth) as stack,
+    ):
         settings = stack_settings(stack, Settings())
         procs = await start_services(settings, args.workers)
         try:
             # Each owner is loaded fire-and-forget and its last put waits for the backlog:
             # for the 100k owner that took over 30 s on a busy machine (load average 6 on 2
             # cores), so the wait may take 10 minutes.
-            async with await MemoryClient.connect(stack.nats_url, tenant="bench", agent="bench",
-                                                  timeout=600, settings=settings) as client:
+            async with await MemoryClient.connect(
+                stack.nats_url, tenant="bench", agent="bench", timeout=600, settings=settings
+            ) as client:
                 started = time.perf_counter()
                 for size in sizes:
                     await load(client, f"user:s{size}", size, rng)
@@ -135,8 +182,10 @@ async def main() -> None:
                 for o in range(owners):
                     await load(client, f"user:f{o}", filler // owners, rng)
                 load_s = time.perf_counter() - started
-                print(f"loaded {sum(sizes) + filler // owners * owners} memories in {load_s:.0f} s",
-                      file=sys.stderr)  # fmt: skip
+                print(
+                    f"loaded {sum(sizes) + filler // owners * owners} memories in {load_s:.0f} s",
+                    file=sys.stderr,
+                )
 
                 raw = await raw_round_trips(settings, args.queries * 2)
                 results = {}
@@ -151,8 +200,11 @@ async def main() -> None:
                         reply = await client.recall(q, owners=[f"user:s{size}"], k=5, budget=1500)
                         samples.append((time.perf_counter() - start) * 1000)
                         tokens.append(reply.tokens)
-                    results[size] = (percentile(samples, 50), percentile(samples, 99),
-                                     statistics.mean(tokens))  # fmt: skip
+                    results[size] = (
+                        percentile(samples, 50),
+                        percentile(samples, 99),
+                        statistics.mean(tokens),
+                    )
         finally:
             for p in procs:
                 p.terminate()
@@ -162,16 +214,26 @@ async def main() -> None:
     raw50, raw99 = percentile(raw, 50), percentile(raw, 99)
     print(f"raw NATS request-reply        p50 {raw50:6.2f} ms   p99 {raw99:6.2f} ms")
     for size, (p50, p99, tok) in results.items():
-        print(f"recall, {size:>7} in scope   p50 {p50:6.2f} ms   p99 {p99:6.2f} ms   "
-              f"({p50 / raw50:.1f}x raw p50; mean {tok:.0f} tokens)")  # fmt: skip
+        print(
+            f"recall, {size:>7} in scope   p50 {p50:6.2f} ms   p99 {p99:6.2f} ms   "
+            f"({p50 / raw50:.1f}x raw p50; mean {tok:.0f} tokens)"
+        )
     small, large = results[sizes[0]][0], results[sizes[-1]][0]
     print(f"scaling p50 {sizes[-1]} / {sizes[0]}: {large / small:.2f}x")
-    print(json.dumps({
-        "store": args.store, "raw_p50_ms": round(raw50, 3), "raw_p99_ms": round(raw99, 3),
-        "recall": {str(s): {"p50_ms": round(v[0], 3), "p99_ms": round(v[1], 3)}
-                   for s, v in results.items()},
-        "scaling_p50_largest_over_smallest": round(large / small, 3),
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "store": args.store,
+                "raw_p50_ms": round(raw50, 3),
+                "raw_p99_ms": round(raw99, 3),
+                "recall": {
+                    str(s): {"p50_ms": round(v[0], 3), "p99_ms": round(v[1], 3)}
+                    for s, v in results.items()
+                },
+                "scaling_p50_largest_over_smallest": round(large / small, 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,9 @@ class CpuMeter:
         self.spent["publisher"] = time.process_time() - self.start["publisher"]
 
 
-async def raw_publish_cost(settings: Settings, n: int, payload: bytes,
-                           nats_pid: int) -> dict[str, float]:  # fmt: skip
+async def raw_publish_cost(
+    settings: Settings, n: int, payload: bytes, nats_pid: int
+) -> dict[str, float]:
     with CpuMeter({"nats-server": nats_pid}) as meter:
         await raw_publish_rate(settings, n, payload)
     return {k: v / n * 1e6 for k, v in meter.spent.items()}
@@ -109,8 +110,7 @@ async def main() -> None:
         async with running_workers(settings, args.workers) as workers:
             pids = {"nats-server": stack.nats.process.pid, "redis-server": stack.redis.process.pid}
             pids |= {f"worker-{i}": w.pid for i, w in enumerate(workers)}
-            raw_nats = await raw_publish_cost(settings, args.commands, payload,
-                                              pids["nats-server"])  # fmt: skip
+            raw_nats = await raw_publish_cost(settings, args.commands, payload, pids["nats-server"])
             raw_redis = await raw_redis_cost(settings, args.commands, payload, pids["redis-server"])
             cost = await zeromem_cost(settings, args.commands, args.owners, pids)
 
@@ -133,13 +133,22 @@ async def main() -> None:
         f"raw pipelined Redis SET {raw_set:5.1f} µs (server {raw_redis['redis-server']:.1f})"
     )
     print(f"zeromem CPU per command / raw publish CPU per message: {total / raw_publish:.2f}")
-    print(json.dumps({"commands": args.commands, "workers": args.workers,
-                      "publisher_us": round(cost["publisher"], 2),
-                      "nats_us": round(cost["nats-server"], 2), "workers_us": round(worker, 2),
-                      "redis_us": round(cost["redis-server"], 2), "total_us": round(total, 2),
-                      "raw_publish_us": round(raw_publish, 2),
-                      "raw_redis_set_us": round(raw_set, 2),
-                      "ratio_to_raw_publish": round(total / raw_publish, 3)}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "commands": args.commands,
+                "workers": args.workers,
+                "publisher_us": round(cost["publisher"], 2),
+                "nats_us": round(cost["nats-server"], 2),
+                "workers_us": round(worker, 2),
+                "redis_us": round(cost["redis-server"], 2),
+                "total_us": round(total, 2),
+                "raw_publish_us": round(raw_publish, 2),
+                "raw_redis_set_us": round(raw_set, 2),
+                "ratio_to_raw_publish": round(total / raw_publish, 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

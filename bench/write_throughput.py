@@ -68,9 +68,18 @@ async def raw_publish_rate(settings: Settings, n: int, payload: bytes) -> float:
 
 def sample_payload() -> bytes:
     """An encoded put like the ones the benchmarks publish: the raw baseline's message."""
-    return encode(Put(id="01JBENCHMARK0000000000000", tenant="bench", agent="bench",
-                      ts=time.time(), key="user:o1:turn", value=sample_value(1),
-                      content=CONTENT, type="message"))  # fmt: skip
+    return encode(
+        Put(
+            id="01JBENCHMARK0000000000000",
+            tenant="bench",
+            agent="bench",
+            ts=time.time(),
+            key="user:o1:turn",
+            value=sample_value(1),
+            content=CONTENT,
+            type="message",
+        )
+    )
 
 
 @contextlib.asynccontextmanager
@@ -82,14 +91,31 @@ async def running_workers(
     nc = await connect_nats(settings, "bench-provision")
     await provision(nc.jetstream(), settings)
     await nc.close()
-    as_worker = settings_for_role(settings, local_authority(settings) if settings.auth_dir
-                                  else None, "worker")  # fmt: skip
-    env = dict(os.environ, ZEROMEM_NATS_URL=settings.nats_url,
-               ZEROMEM_NATS_CREDS=as_worker.nats_creds, ZEROMEM_REDIS_URL=as_worker.redis_url,
-               ZEROMEM_SHARDS=str(settings.shards))
+    as_worker = settings_for_role(
+        settings, local_authority(settings) if settings.auth_dir else None, "worker"
+    )
+    env = dict(
+        os.environ,
+        ZEROMEM_NATS_URL=settings.nats_url,
+        ZEROMEM_NATS_CREDS=as_worker.nats_creds,
+        ZEROMEM_REDIS_URL=as_worker.redis_url,
+        ZEROMEM_SHARDS=str(settings.shards),
+    )
     workers = [
-        subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "worker", "--index", str(i),
-                          "--count", str(count)], env=env, stderr=subprocess.DEVNULL)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "zeromem.cli.main",
+                "worker",
+                "--index",
+                str(i),
+                "--count",
+                str(count),
+            ],
+            env=env,
+            stderr=subprocess.DEVNULL,
+        )
         for i in range(count)
     ]
     try:
@@ -126,8 +152,9 @@ async def wait_for_workers(settings: Settings, timeout: float = 60.0) -> None:
     await asyncio.sleep(0.2)  # the lease is taken just before the shard's consumer is bound
 
 
-async def zeromem_rate(settings: Settings, n: int, owners: int, batch: bool,
-                       tenant: str) -> tuple[float, float]:  # fmt: skip
+async def zeromem_rate(
+    settings: Settings, n: int, owners: int, batch: bool, tenant: str
+) -> tuple[float, float]:
     per_owner = n // owners
     total = per_owner * owners
     applied = 0
@@ -143,15 +170,24 @@ async def zeromem_rate(settings: Settings, n: int, owners: int, batch: bool,
             done.set()
 
     observer = await connect_nats(settings, "bench-observer")  # agents may not watch core subjects
-    async with await MemoryClient.connect(settings.nats_url, tenant=tenant, agent="bench",
-                                          shards=settings.shards, batch=batch,
-                                          settings=settings) as client:  # fmt: skip
+    async with await MemoryClient.connect(
+        settings.nats_url,
+        tenant=tenant,
+        agent="bench",
+        shards=settings.shards,
+        batch=batch,
+        settings=settings,
+    ) as client:
         sub = await observer.subscribe(naming.change_watch_subject(tenant), cb=on_change)
         await observer.flush()
         start = time.perf_counter()
         for i in range(total):
-            await client.put(f"user:o{i % owners}:turn", sample_value(i // owners),
-                             content=CONTENT, type="message")  # fmt: skip
+            await client.put(
+                f"user:o{i % owners}:turn",
+                sample_value(i // owners),
+                content=CONTENT,
+                type="message",
+            )
         await client.flush(timeout=120)
         published = time.perf_counter() - start
         await asyncio.wait_for(done.wait(), 300)
@@ -179,8 +215,10 @@ async def main() -> None:
     args = parser.parse_args()
 
     rounds: list[dict[str, float]] = []
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp),
-                                                             secure=not args.no_auth) as stack:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        EmbeddedStack(Path(tmp), secure=not args.no_auth) as stack,
+    ):
         settings = stack_settings(stack, Settings(shards=args.shards))
         payload = sample_payload()
         async with running_workers(settings, args.workers):
@@ -188,20 +226,32 @@ async def main() -> None:
             # load drifts, and each ratio compares runs made seconds apart.
             for r in range(args.rounds):
                 raw = await raw_publish_rate(settings, args.commands, payload)
-                applied, published = await zeromem_rate(settings, args.commands, args.owners,
-                                                        batch=True, tenant=f"bench{r}")  # fmt: skip
-                unbatched, _ = await zeromem_rate(settings, args.commands, args.owners,
-                                                  batch=False, tenant=f"bench{r}-unbatched")
-                rounds.append({"raw": raw, "applied": applied, "published": published,
-                               "unbatched": unbatched, "ratio": applied / raw})  # fmt: skip
-                print(f"round {r + 1}: raw {raw:8.0f} msg/s   applied {applied:8.0f} cmd/s   "
-                      f"ratio {applied / raw:.2f}   (unbatched {unbatched / raw:.2f})")
+                applied, published = await zeromem_rate(
+                    settings, args.commands, args.owners, batch=True, tenant=f"bench{r}"
+                )
+                unbatched, _ = await zeromem_rate(
+                    settings, args.commands, args.owners, batch=False, tenant=f"bench{r}-unbatched"
+                )
+                rounds.append(
+                    {
+                        "raw": raw,
+                        "applied": applied,
+                        "published": published,
+                        "unbatched": unbatched,
+                        "ratio": applied / raw,
+                    }
+                )
+                print(
+                    f"round {r + 1}: raw {raw:8.0f} msg/s   applied {applied:8.0f} cmd/s   "
+                    f"ratio {applied / raw:.2f}   (unbatched {unbatched / raw:.2f})"
+                )
 
     def median(field: str) -> float:
         return statistics.median(r[field] for r in rounds)
 
-    raw, applied, published, unbatched = (median(f) for f in ("raw", "applied", "published",
-                                                              "unbatched"))  # fmt: skip
+    raw, applied, published, unbatched = (
+        median(f) for f in ("raw", "applied", "published", "unbatched")
+    )
     ratio = median("ratio")
     print(
         f"commands                      {args.commands} across {args.owners} owners, "
@@ -210,14 +260,27 @@ async def main() -> None:
     print(f"raw JetStream async publish   {raw:10.0f} msg/s   (baseline, one Python process)")
     print(f"zeromem SDK publish           {published:10.0f} cmd/s")
     print(f"zeromem applied end to end    {applied:10.0f} cmd/s   ratio to raw {ratio:.2f}")
-    print(f"  with SDK batching off       {unbatched:10.0f} cmd/s   ratio to raw "
-          f"{median('unbatched') / raw:.2f}")
-    print(json.dumps({"commands": args.commands, "owners": args.owners, "workers": args.workers,
-                      "rounds": args.rounds, "raw_publish_per_s": round(raw),
-                      "sdk_publish_per_s": round(published), "applied_per_s": round(applied),
-                      "ratio": round(ratio, 3), "ratios": [round(r["ratio"], 3) for r in rounds],
-                      "unbatched_applied_per_s": round(unbatched),
-                      "unbatched_ratio": round(unbatched / raw, 3)}))  # fmt: skip
+    print(
+        f"  with SDK batching off       {unbatched:10.0f} cmd/s   ratio to raw "
+        f"{median('unbatched') / raw:.2f}"
+    )
+    print(
+        json.dumps(
+            {
+                "commands": args.commands,
+                "owners": args.owners,
+                "workers": args.workers,
+                "rounds": args.rounds,
+                "raw_publish_per_s": round(raw),
+                "sdk_publish_per_s": round(published),
+                "applied_per_s": round(applied),
+                "ratio": round(ratio, 3),
+                "ratios": [round(r["ratio"], 3) for r in rounds],
+                "unbatched_applied_per_s": round(unbatched),
+                "unbatched_ratio": round(unbatched / raw, 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ class DemoReport:
     resumed_at: int = 0
 
 
-async def _agent(memory: MemoryClient, race: asyncio.Barrier, report: DemoReport,
-                 say: Callable[[str], None]) -> None:  # fmt: skip
+async def _agent(
+    memory: MemoryClient, race: asyncio.Barrier, report: DemoReport, say: Callable[[str], None]
+) -> None:
     name = memory.agent
     report.conflicts[name] = 0
     for step in range(STEPS):
@@ -47,28 +48,44 @@ async def _agent(memory: MemoryClient, race: asyncio.Barrier, report: DemoReport
                 await race.wait()  # both hold version 1 now: one of the writes must lose
             status = dict(current.value)
             status["steps_done"] = [*status["steps_done"], f"{name}:{step}"]
-            receipt = await memory.put(KEY, status, content=f"t42: {len(status['steps_done'])} steps done",
-                                       type="task_state", expected_version=current.version,
-                                       wait="applied")  # fmt: skip
+            receipt = await memory.put(
+                KEY,
+                status,
+                content=f"t42: {len(status['steps_done'])} steps done",
+                type="task_state",
+                expected_version=current.version,
+                wait="applied",
+            )
             if receipt.status == "applied":
                 say(f"{name:>5}: step {step} applied at version {receipt.version}")
                 break
             report.conflicts[name] += 1
-            say(f"{name:>5}: conflict (expected {current.version}, now "
-                f"{receipt.current_version}); re-reading and retrying")  # fmt: skip
+            say(
+                f"{name:>5}: conflict (expected {current.version}, now "
+                f"{receipt.current_version}); re-reading and retrying"
+            )
 
 
 async def run_demo(
-    nats_url: str | None = None, *, tenant: str | None = None, shards: int | None = None,
+    nats_url: str | None = None,
+    *,
+    tenant: str | None = None,
+    shards: int | None = None,
     say: Callable[[str], None] = print,
-) -> DemoReport:  # fmt: skip
+) -> DemoReport:
     tenant = tenant or f"demo-{uuid.uuid4().hex[:8]}"
     report = DemoReport()
-    async with await MemoryClient.connect(nats_url, tenant=tenant, agent="planner",
-                                          shards=shards) as planner:  # fmt: skip
+    async with await MemoryClient.connect(
+        nats_url, tenant=tenant, agent="planner", shards=shards
+    ) as planner:
         feed = await planner.watch("task:t42:*")
-        created = await planner.put(KEY, {"state": "open", "steps_done": []}, expected_version=0,
-                                    type="task_state", wait="applied")  # fmt: skip
+        created = await planner.put(
+            KEY,
+            {"state": "open", "steps_done": []},
+            expected_version=0,
+            type="task_state",
+            wait="applied",
+        )
         say(f"planner: created {KEY} at version {created.version}")
         # each agent connects with a credential of its own (here from the local stack's
         # authority; elsewhere `zeromem auth issue TENANT alice` and ZEROMEM_CREDS)
@@ -84,8 +101,10 @@ async def run_demo(
             while sum(status == "applied" for _, _, status, _ in seen) < until:
                 event = await feed.next(timeout=10)
                 seen.append((event.position, event.result.agent, event.status, event.version))
-                say(f"planner sees #{event.position}: {event.result.agent} {event.op} "
-                    f"{event.status} v{event.version}")  # fmt: skip
+                say(
+                    f"planner sees #{event.position}: {event.result.agent} {event.op} "
+                    f"{event.status} v{event.version}"
+                )
 
         await watch(feed, 4)
         report.resumed_at = feed.position
@@ -102,8 +121,10 @@ async def run_demo(
         final = await planner.get(KEY)
         report.final, report.version = final.value, final.version
         report.planner_events = seen
-    say(f"final version {report.version}: {len(report.final['steps_done'])} steps, "  # type: ignore[arg-type]
-        f"conflicts {report.conflicts}")
+    say(
+        f"final version {report.version}: {len(report.final['steps_done'])} steps, "  # type: ignore[arg-type]
+        f"conflicts {report.conflicts}"
+    )
     return report
 
 

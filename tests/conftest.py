@@ -39,8 +39,7 @@ def authority(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Authority]:
 def admin_settings(stack: EmbeddedStack, data_dir: Path) -> Settings:
     """Settings on ``stack`` as the operator's admin identity (what tests use to look
     into NATS and Redis); the services derive their own roles from it."""
-    base = Settings(data_dir=data_dir, auth_dir=str(stack.authority.directory),
-                    **TEST_SETTINGS)  # type: ignore[arg-type]
+    base = Settings(data_dir=data_dir, auth_dir=str(stack.authority.directory), **TEST_SETTINGS)  # type: ignore[arg-type]
     return stack.settings_for(base, "admin")
 
 

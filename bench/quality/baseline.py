@@ -91,8 +91,13 @@ def cut(text: str) -> str:
     return head[: head.rfind(" ")] + "…" if " " in head else head + "…"
 
 
-def pack(ranked: Sequence[Doc], budget: int, line_of: Callable[[Doc], str],
-         count: Callable[[str], int], k: int = 100) -> tuple[list[str], int]:  # fmt: skip
+def pack(
+    ranked: Sequence[Doc],
+    budget: int,
+    line_of: Callable[[Doc], str],
+    count: Callable[[str], int],
+    k: int = 100,
+) -> tuple[list[str], int]:
     """Keys and tokens of the turns injected in rank order while they fit."""
     kept: list[str] = []
     used = 0

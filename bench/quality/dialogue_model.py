@@ -114,11 +114,14 @@ class Dataset:
         turns = self.turns
         lengths = sorted(len(t.text) for t in turns)
         return {
-            "split": self.split, "seed": self.seed, "conversations": len(self.conversations),
-            "turns": len(turns), "median_turn_chars": lengths[len(lengths) // 2],
+            "split": self.split,
+            "seed": self.seed,
+            "conversations": len(self.conversations),
+            "turns": len(turns),
+            "median_turn_chars": lengths[len(lengths) // 2],
             "shortest_turn_chars": lengths[0],
             "questions": {k: sum(q.kind == k for q in self.questions) for k in KINDS},
-        }  # fmt: skip
+        }
 
 
 # --- building --------------------------------------------------------------------------
@@ -132,8 +135,14 @@ class _Beat:
 
 
 class _Builder:
-    def __init__(self, world: World, rng: random.Random, owner: str, people: tuple[str, str],
-                 stories: list[tuple[int, Story, dict[str, str]]]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        world: World,
+        rng: random.Random,
+        owner: str,
+        people: tuple[str, str],
+        stories: list[tuple[int, Story, dict[str, str]]],
+    ) -> None:
         self.world = world
         self.rng = rng
         self.owner = owner
@@ -163,11 +172,18 @@ class _Builder:
             parts.append(rng.choice(w.follow_ups))
         return " ".join(parts)
 
-    def add(self, session: int, at: float, speaker: int, text: str,
-            facts: tuple[str, ...] = ()) -> Turn:  # fmt: skip
+    def add(
+        self, session: int, at: float, speaker: int, text: str, facts: tuple[str, ...] = ()
+    ) -> Turn:
         index = sum(1 for t in self.turns if t.session == session)
-        turn = Turn(f"{self.owner}:s{session:02d}-t{index:03d}", self.people[speaker], text, at,
-                    session, facts)  # fmt: skip
+        turn = Turn(
+            f"{self.owner}:s{session:02d}-t{index:03d}",
+            self.people[speaker],
+            text,
+            at,
+            session,
+            facts,
+        )
         self.turns.append(turn)
         return turn
 
@@ -179,19 +195,39 @@ class _Builder:
         for beat in beats:
             teller, story, values = self.stories[beat.story]
             if beat.kind == "start":
-                plan.append((teller, self.text(story.start, teller, values), "", beat,
-                             tuple(values.get(f, f) for f in story.start_facts)))
+                plan.append(
+                    (
+                        teller,
+                        self.text(story.start, teller, values),
+                        "",
+                        beat,
+                        tuple(values.get(f, f) for f in story.start_facts),
+                    )
+                )
                 plan.append(
                     (1 - teller, self.text(story.echo, teller, values), "reaction", None, ())
                 )
             elif beat.kind == "probe":
                 plan.append((1 - teller, self.text(story.probe, teller, values), "", beat, ()))
-                plan.append((teller, self.text(story.detail, teller, values), "",
-                             _Beat(beat.session, beat.story, "detail"),
-                             tuple(values.get(f, f) for f in story.detail_facts)))
+                plan.append(
+                    (
+                        teller,
+                        self.text(story.detail, teller, values),
+                        "",
+                        _Beat(beat.session, beat.story, "detail"),
+                        tuple(values.get(f, f) for f in story.detail_facts),
+                    )
+                )
             else:
-                plan.append((teller, self.text(story.update, teller, values), "", beat,
-                             tuple(values.get(f, f) for f in story.update_facts)))
+                plan.append(
+                    (
+                        teller,
+                        self.text(story.update, teller, values),
+                        "",
+                        beat,
+                        tuple(values.get(f, f) for f in story.update_facts),
+                    )
+                )
         # Small talk around the beats; the beats keep their order.
         pairs = [plan[i : i + 2] for i in range(0, len(plan), 2)]
         chat = max(0, target - len(plan) - 2)
@@ -240,8 +276,11 @@ def _schedule(rng: random.Random, n_stories: int) -> list[_Beat]:
         start = rng.randrange(0, SESSIONS - 6)
         probe = rng.randrange(start + 2, SESSIONS - 3)
         update = rng.randrange(probe + 2, SESSIONS)
-        beats += [_Beat(start, story, "start"), _Beat(probe, story, "probe"),
-                  _Beat(update, story, "update")]  # fmt: skip
+        beats += [
+            _Beat(start, story, "start"),
+            _Beat(probe, story, "probe"),
+            _Beat(update, story, "update"),
+        ]
     return beats
 
 
@@ -279,10 +318,13 @@ def build(world: World, split: str, seed: int, conversations: int) -> Dataset:
 
 
 def _questions(
-    rng: random.Random, owner: str, people: tuple[str, str],
-    stories: Sequence[tuple[int, Story, dict[str, str]]], absent: Sequence[Story],
+    rng: random.Random,
+    owner: str,
+    people: tuple[str, str],
+    stories: Sequence[tuple[int, Story, dict[str, str]]],
+    absent: Sequence[Story],
     beat_turns: dict[tuple[int, str], Turn],
-) -> list[Question]:  # fmt: skip
+) -> list[Question]:
     out: list[Question] = []
 
     def ask(kind: str, template: str, name: str, answers: tuple[str, ...]) -> None:
@@ -299,8 +341,12 @@ def _questions(
         month = _month(update.at)
         if month not in (_month(start.at), _month(detail.at)):
             label = datetime.fromtimestamp(update.at, UTC).strftime("%B %Y")
-            ask("temporal", f"What did {{name}} say about {story.about} in {label}?", name,
-                (update.key,))
+            ask(
+                "temporal",
+                f"What did {{name}} say about {story.about} in {label}?",
+                name,
+                (update.key,),
+            )
     for story in rng.sample(list(absent), k=min(4, len(absent))):
         name = rng.choice(people)
         ask("no_answer", f"What did {{name}} tell us about {story.absent}?", name, ())

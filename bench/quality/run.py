@@ -94,10 +94,19 @@ def share(answers: Sequence[str], found: Sequence[str]) -> float:
     return sum(a in present for a in answers) / len(answers) if answers else 0.0
 
 
-def outcome(q: Question, system: str, ranked: Sequence[str], wide: Sequence[str],
-            tokens: int) -> Outcome:  # fmt: skip
-    return Outcome(q, system, share(q.answers, ranked[:5]), share(q.answers, ranked[:10]),
-                   share(q.answers, wide), tokens, not wide, tuple(ranked[:6]))  # fmt: skip
+def outcome(
+    q: Question, system: str, ranked: Sequence[str], wide: Sequence[str], tokens: int
+) -> Outcome:
+    return Outcome(
+        q,
+        system,
+        share(q.answers, ranked[:5]),
+        share(q.answers, ranked[:10]),
+        share(q.answers, wide),
+        tokens,
+        not wide,
+        tuple(ranked[:6]),
+    )
 
 
 # --- the two systems ------------------------------------------------------------------
@@ -106,8 +115,9 @@ def outcome(q: Question, system: str, ranked: Sequence[str], wide: Sequence[str]
 async def ask_zeromem(client: MemoryClient, q: Question, system: str) -> Outcome:
     reply = await client.recall(q.text, owners=[q.conversation], k=K, budget=BUDGET)
     wide = await client.recall(q.text, owners=[q.conversation], k=WIDE_K, budget=BUDGET)
-    return outcome(q, system, [m.key for m in reply.memories], [m.key for m in wide.memories],
-                   wide.tokens)  # fmt: skip
+    return outcome(
+        q, system, [m.key for m in reply.memories], [m.key for m in wide.memories], wide.tokens
+    )
 
 
 def ask_bm25(indexes: dict[str, BM25], q: Question) -> Outcome:
@@ -127,8 +137,12 @@ def write_jsonl(dataset: Dataset, path: Path) -> None:
     with path.open("w") as out:
         for turn in dataset.turns:
             stamp = datetime.fromtimestamp(turn.at, UTC).isoformat()
-            out.write(json.dumps({"key": turn.key, "value": turn.value, "type": "message",
-                                  "created_at": stamp}) + "\n")  # fmt: skip
+            out.write(
+                json.dumps(
+                    {"key": turn.key, "value": turn.value, "type": "message", "created_at": stamp}
+                )
+                + "\n"
+            )
 
 
 async def start_stack(settings: Settings) -> tuple[WorkerService, ReadServices, list[Any]]:
@@ -160,9 +174,13 @@ def retention(dataset: Dataset) -> dict[str, Any]:
             kept += fact.lower() in low
             kept_cut += fact.lower() in low_cut
     turns = len(dataset.turns)
-    return {"facts": facts, "encoder": round(kept / facts, 3),
-            "cut_200": round(kept_cut / facts, 3), "speaker_kept": round(speakers / turns, 3),
-            "tails": artefacts}  # fmt: skip
+    return {
+        "facts": facts,
+        "encoder": round(kept / facts, 3),
+        "cut_200": round(kept_cut / facts, 3),
+        "speaker_kept": round(speakers / turns, 3),
+        "tails": artefacts,
+    }
 
 
 # --- report ---------------------------------------------------------------------------
@@ -172,8 +190,10 @@ def aggregate(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     if not outcomes:
         return {"n": 0}
     answerable = [o for o in outcomes if o.question.answers]
-    figures: dict[str, Any] = {"n": len(outcomes),
-                               "tokens": round(statistics.fmean(o.tokens for o in outcomes), 1)}
+    figures: dict[str, Any] = {
+        "n": len(outcomes),
+        "tokens": round(statistics.fmean(o.tokens for o in outcomes), 1),
+    }
     if answerable:
         for name in ("r5", "r10", "in_budget"):
             figures[name] = round(statistics.fmean(getattr(o, name) for o in answerable), 3)
@@ -193,18 +213,24 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
 
 
 def print_table(split: str, figures: dict[str, dict[str, Any]]) -> None:
-    print(f"\n{split}: {'system':<22} {'kind':<10} {'n':>4} {'R@5':>6} {'R@10':>6} "
-          f"{'R@1500tok':>9} {'tokens':>7}")  # fmt: skip
+    print(
+        f"\n{split}: {'system':<22} {'kind':<10} {'n':>4} {'R@5':>6} {'R@10':>6} "
+        f"{'R@1500tok':>9} {'tokens':>7}"
+    )
     for system, rows in figures.items():
         for kind, f in rows.items():
             if not f["n"]:
                 continue
             if "r10" in f:
-                print(f"{'':<{len(split) + 2}}{system:<22} {kind:<10} {f['n']:>4} {f['r5']:>6.3f} "
-                      f"{f['r10']:>6.3f} {f['in_budget']:>9.3f} {f['tokens']:>7.0f}")  # fmt: skip
+                print(
+                    f"{'':<{len(split) + 2}}{system:<22} {kind:<10} {f['n']:>4} {f['r5']:>6.3f} "
+                    f"{f['r10']:>6.3f} {f['in_budget']:>9.3f} {f['tokens']:>7.0f}"
+                )
             else:
-                print(f"{'':<{len(split) + 2}}{system:<22} {kind:<10} {f['n']:>4} "
-                      f"{'empty ' + format(f['empty'], '.3f'):>23} {f['tokens']:>7.0f}")
+                print(
+                    f"{'':<{len(split) + 2}}{system:<22} {kind:<10} {f['n']:>4} "
+                    f"{'empty ' + format(f['empty'], '.3f'):>23} {f['tokens']:>7.0f}"
+                )
 
 
 def print_misses(outcomes: Sequence[Outcome], system: str, texts: dict[str, str]) -> None:
@@ -243,21 +269,28 @@ def variants(ablations: bool) -> dict[str, RankingConfig]:
 async def run(datasets: dict[str, Dataset], configs: dict[str, RankingConfig]) -> dict[str, Any]:
     results: dict[str, Any] = {}
     outcomes: dict[str, list[Outcome]] = {}
-    with tempfile.TemporaryDirectory(prefix="zeromem-quality-") as tmp, \
-            EmbeddedStack(Path(tmp) / "stack") as stack:
+    with (
+        tempfile.TemporaryDirectory(prefix="zeromem-quality-") as tmp,
+        EmbeddedStack(Path(tmp) / "stack") as stack,
+    ):
         # secured, as `zeromem up` runs it; the admin credential may publish on the import
         # subjects
-        settings = stack.settings_for(Settings(data_dir=Path(tmp) / "data", auth_dir=str(
-            stack.authority.directory)), "admin")  # fmt: skip
+        settings = stack.settings_for(
+            Settings(data_dir=Path(tmp) / "data", auth_dir=str(stack.authority.directory)), "admin"
+        )
         _worker, readers, closers = await start_stack(settings)
         try:
             for split, dataset in datasets.items():
                 path = Path(tmp) / f"{split}.jsonl"
                 write_jsonl(dataset, path)
-                connecting = MemoryClient.connect(settings.nats_url, tenant=split,
-                                                  agent="quality-bench", timeout=30.0,
-                                                  shards=settings.shards,
-                                                  settings=settings)  # fmt: skip
+                connecting = MemoryClient.connect(
+                    settings.nats_url,
+                    tenant=split,
+                    agent="quality-bench",
+                    timeout=30.0,
+                    shards=settings.shards,
+                    settings=settings,
+                )
                 async with await connecting as client:
                     started = time.perf_counter()
                     report = await import_file(client, path, state_dir=settings.data_dir)
@@ -268,13 +301,17 @@ async def run(datasets: dict[str, Dataset], configs: dict[str, RankingConfig]) -
                     for name, config in configs.items():
                         readers.recall.config = config
                         found += [await ask_zeromem(client, q, name) for q in dataset.questions]
-                indexes = {c.owner: BM25([Doc(t.key, t.value, t.at) for t in c.turns])
-                           for c in dataset.conversations}  # fmt: skip
+                indexes = {
+                    c.owner: BM25([Doc(t.key, t.value, t.at) for t in c.turns])
+                    for c in dataset.conversations
+                }
                 found += [ask_bm25(indexes, q) for q in dataset.questions]
                 outcomes[split] = found
-                results[split] = {"import_s": round(load_s, 2),
-                                  "import_rate": round(len(dataset.turns) / load_s),
-                                  "figures": summarise(found)}  # fmt: skip
+                results[split] = {
+                    "import_s": round(load_s, 2),
+                    "import_rate": round(len(dataset.turns) / load_s),
+                    "figures": summarise(found),
+                }
         finally:
             for close in closers:
                 with contextlib.suppress(Exception):
@@ -284,11 +321,18 @@ async def run(datasets: dict[str, Dataset], configs: dict[str, RankingConfig]) -
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ablations", action="store_true",
-                        help="also each read-side idea off alone, and on alone over BM25")
+    parser.add_argument(
+        "--ablations",
+        action="store_true",
+        help="also each read-side idea off alone, and on alone over BM25",
+    )
     parser.add_argument("--misses", choices=list(SPLITS), help="list the default's misses")
-    parser.add_argument("--split", choices=list(SPLITS), action="append",
-                        help="only this split (repeatable; default both)")
+    parser.add_argument(
+        "--split",
+        choices=list(SPLITS),
+        action="append",
+        help="only this split (repeatable; default both)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     started = time.perf_counter()
@@ -303,24 +347,37 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"{split}: encoder retention {json.dumps(figures)}")
     found = asyncio.run(run(datasets, variants(args.ablations)))
     for split, result in found["results"].items():
-        print(f"\n{split}: imported {len(datasets[split].turns)} turns in "
-              f"{result['import_s']} s ({result['import_rate']} turns/s)")  # fmt: skip
+        print(
+            f"\n{split}: imported {len(datasets[split].turns)} turns in "
+            f"{result['import_s']} s ({result['import_rate']} turns/s)"
+        )
         print_table(split, result["figures"])
         figures = result["figures"]
         for metric in ("r10", "in_budget"):
             ours, base = figures["default"]["all"][metric], figures["bm25"]["all"][metric]
             gain = (ours / base - 1) if base else float("inf")
-            print(f"{split}: default vs bm25 {metric}: {ours:.3f} vs {base:.3f} "
-                  f"({gain:+.1%} relative)")  # fmt: skip
+            print(
+                f"{split}: default vs bm25 {metric}: {ours:.3f} vs {base:.3f} "
+                f"({gain:+.1%} relative)"
+            )
     if args.misses:
         texts = {t.key: t.value for t in datasets[args.misses].turns}
         print(f"\nmisses of the default on {args.misses}:")
         print_misses(found["outcomes"][args.misses], "default", texts)
-    print(json.dumps({"bench": "recall_quality_dialogues", "k": K, "budget": BUDGET,
-                      "datasets": {s: d.summary() for s, d in datasets.items()},
-                      "encoder_retention": encoder, "results": found["results"],
-                      "elapsed_s": round(time.perf_counter() - started, 1)},
-                     separators=(",", ":")))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "bench": "recall_quality_dialogues",
+                "k": K,
+                "budget": BUDGET,
+                "datasets": {s: d.summary() for s, d in datasets.items()},
+                "encoder_retention": encoder,
+                "results": found["results"],
+                "elapsed_s": round(time.perf_counter() - started, 1),
+            },
+            separators=(",", ":"),
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -96,8 +96,12 @@ def redis_options(settings: Settings) -> dict[str, Any]:
 
 
 def connect_redis(settings: Settings) -> Redis:
-    return Redis.from_url(settings.redis_url, decode_responses=False, health_check_interval=10,
-                          **redis_options(settings))  # fmt: skip
+    return Redis.from_url(
+        settings.redis_url,
+        decode_responses=False,
+        health_check_interval=10,
+        **redis_options(settings),
+    )
 
 
 def command_stream_config(settings: Settings) -> StreamConfig:
@@ -153,8 +157,10 @@ def shard_consumer_config(settings: Settings, name: str, shard: int, after: int)
     return ConsumerConfig(
         durable_name=name,
         # the shard's commands and imports, in stream order
-        filter_subjects=[naming.shard_filter_subject(shard),
-                         naming.import_shard_filter_subject(shard)],
+        filter_subjects=[
+            naming.shard_filter_subject(shard),
+            naming.import_shard_filter_subject(shard),
+        ],
         deliver_policy=DeliverPolicy.BY_START_SEQUENCE if after else DeliverPolicy.ALL,
         opt_start_seq=after + 1 if after else None,
         # One ack per batch covers every earlier message: a shard is applied strictly in
@@ -173,8 +179,9 @@ def shard_consumer_config(settings: Settings, name: str, shard: int, after: int)
     )
 
 
-async def open_shard_consumer(js: JetStreamContext, settings: Settings, shard: int, tenure: str,
-                              applied_through: int) -> str:  # fmt: skip
+async def open_shard_consumer(
+    js: JetStreamContext, settings: Settings, shard: int, tenure: str, applied_through: int
+) -> str:
     """Create this tenure's consumer of ``shard`` and delete every earlier tenure's. Call
     it only while holding the shard's lease.
 
@@ -185,8 +192,11 @@ async def open_shard_consumer(js: JetStreamContext, settings: Settings, shard: i
     before acknowledging them: they come again, are recognised by their command ids, and
     their results go out as they never did)."""
     name = naming.shard_consumer(shard, tenure)
-    earlier = [info for info in await _command_consumers(js)
-               if naming.shard_of_consumer(info.name) == shard]  # fmt: skip
+    earlier = [
+        info
+        for info in await _command_consumers(js)
+        if naming.shard_of_consumer(info.name) == shard
+    ]
     after = min([applied_through] + [i.ack_floor.stream_seq for i in earlier if i.ack_floor])
     config = shard_consumer_config(settings, name, shard, after)
     await js.add_consumer(naming.COMMAND_STREAM, config)
@@ -224,8 +234,10 @@ async def shard_backlogs(js: JetStreamContext, shards: int) -> dict[int, int | N
             backlogs[shard] = (info.num_pending or 0) + (info.num_ack_pending or 0)
             continue
         stored = False
-        for subjects in (naming.shard_filter_subject(shard),
-                         naming.import_shard_filter_subject(shard)):
+        for subjects in (
+            naming.shard_filter_subject(shard),
+            naming.import_shard_filter_subject(shard),
+        ):
             state = (await js.stream_info(naming.COMMAND_STREAM, subjects_filter=subjects)).state
             stored = stored or bool(state.subjects)
         backlogs[shard] = None if stored else 0

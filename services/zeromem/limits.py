@@ -130,10 +130,18 @@ class Limits:
         for f in fields(self):
             if getattr(self, f.name) < 0:
                 raise ValueError(f"limit {f.name} must not be negative")
-        if min(self.tenant_in_flight, self.tenant_in_flight_shared, self.reads_in_flight,
-               self.message_attempts) < 1:  # fmt: skip
-            raise ValueError("tenant_in_flight(_shared), reads_in_flight, message_attempts: "
-                             "at least 1")
+        if (
+            min(
+                self.tenant_in_flight,
+                self.tenant_in_flight_shared,
+                self.reads_in_flight,
+                self.message_attempts,
+            )
+            < 1
+        ):
+            raise ValueError(
+                "tenant_in_flight(_shared), reads_in_flight, message_attempts: at least 1"
+            )
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Limits:
@@ -149,8 +157,11 @@ class Limits:
     def env(self) -> dict[str, str]:
         """The variables that give another process these limits (those off the defaults)."""
         default = Limits()
-        return {ENV_PREFIX + f.name.upper(): str(getattr(self, f.name)) for f in fields(self)
-                if getattr(self, f.name) != getattr(default, f.name)}  # fmt: skip
+        return {
+            ENV_PREFIX + f.name.upper(): str(getattr(self, f.name))
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        }
 
 
 def refusal(limit: str, detail: str) -> str:

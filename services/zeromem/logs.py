@@ -22,8 +22,14 @@ class BoundedLog:
         self._last: dict[Hashable, float] = {}  # kind -> when it was last written
         self._skipped: dict[Hashable, int] = {}
 
-    def log(self, level: int, kind: Hashable, msg: str, *args: object,
-            exc_info: BaseException | None = None) -> bool:  # fmt: skip
+    def log(
+        self,
+        level: int,
+        kind: Hashable,
+        msg: str,
+        *args: object,
+        exc_info: BaseException | None = None,
+    ) -> bool:
         """Write ``msg`` unless a line of ``kind`` was written less than an interval ago;
         returns whether it was written."""
         now = time.monotonic()
@@ -42,10 +48,12 @@ class BoundedLog:
         self.logger.log(level, msg, *args, exc_info=exc_info)
         return True
 
-    def warning(self, kind: Hashable, msg: str, *args: object,
-                exc_info: BaseException | None = None) -> bool:  # fmt: skip
+    def warning(
+        self, kind: Hashable, msg: str, *args: object, exc_info: BaseException | None = None
+    ) -> bool:
         return self.log(logging.WARNING, kind, msg, *args, exc_info=exc_info)
 
-    def error(self, kind: Hashable, msg: str, *args: object,
-              exc_info: BaseException | None = None) -> bool:  # fmt: skip
+    def error(
+        self, kind: Hashable, msg: str, *args: object, exc_info: BaseException | None = None
+    ) -> bool:
         return self.log(logging.ERROR, kind, msg, *args, exc_info=exc_info)

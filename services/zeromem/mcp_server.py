@@ -52,9 +52,14 @@ class MemoryToolServer:
     identity: over HTTP, one per bearer token's agent)."""
 
     def __init__(
-        self, settings: Settings, *, tenant: str | None, agent: str | None,
-        wait: Wait | str = Wait.APPLIED, tokens: McpTokens | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        settings: Settings,
+        *,
+        tenant: str | None,
+        agent: str | None,
+        wait: Wait | str = Wait.APPLIED,
+        tokens: McpTokens | None = None,
+    ) -> None:
         self.settings = settings
         self.tenant = tenant
         self.agent = agent
@@ -78,11 +83,14 @@ class MemoryToolServer:
         async with self._lock:
             if identity not in self._by_token:
                 client = await MemoryClient.connect(
-                    nats_url(self.settings), tenant=identity.tenant, agent=identity.agent,
-                    creds=identity.creds, shards=self.settings.shards, settings=self.settings,
-                )  # fmt: skip
-                self._by_token[identity] = ToolDispatcher(client, wait=self.wait,
-                                                          tools=self.tools)  # fmt: skip
+                    nats_url(self.settings),
+                    tenant=identity.tenant,
+                    agent=identity.agent,
+                    creds=identity.creds,
+                    shards=self.settings.shards,
+                    settings=self.settings,
+                )
+                self._by_token[identity] = ToolDispatcher(client, wait=self.wait, tools=self.tools)
             return self._by_token[identity]
 
     async def dispatcher(self) -> ToolDispatcher:
@@ -157,16 +165,21 @@ class MemoryToolServer:
         from mcp.server.auth.settings import AuthSettings
 
         if self.tokens is None or not len(self.tokens):
-            raise RuntimeError("the HTTP transport needs bearer tokens: "
-                               "`zeromem auth mcp-token TENANT AGENT` makes one")  # fmt: skip
+            raise RuntimeError(
+                "the HTTP transport needs bearer tokens: "
+                "`zeromem auth mcp-token TENANT AGENT` makes one"
+            )
         base = f"http://{host}:{port}"
         app = self.server.streamable_http_app(
-            host=host, streamable_http_path="/mcp", token_verifier=_Verifier(self.tokens),
+            host=host,
+            streamable_http_path="/mcp",
+            token_verifier=_Verifier(self.tokens),
             # validate_token_resource off: these tokens are this server's own (the token
             # file), not an authorization server's issued for several resources.
-            auth=AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp",
-                              validate_token_resource=False),
-        )  # fmt: skip
+            auth=AuthSettings(
+                issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False
+            ),
+        )
         config = uvicorn.Config(app, host=host, port=port, log_level="warning")
         try:
             await uvicorn.Server(config).serve()
@@ -187,8 +200,7 @@ class _Verifier:
         identity = self.tokens.lookup(token)
         if identity is None:
             return None
-        return AccessToken(token=token, client_id=f"{identity.tenant}/{identity.agent}",
-                           scopes=[])  # fmt: skip
+        return AccessToken(token=token, client_id=f"{identity.tenant}/{identity.agent}", scopes=[])
 
 
 def _caller(ctx: Any, tokens: McpTokens) -> TokenIdentity | None:
@@ -214,17 +226,25 @@ def nats_url(settings: Settings) -> str:
 
 
 def run_mcp(
-    settings: Settings, transport: str, host: str, port: int, tenant: str | None,
-    agent: str | None, tokens_file: str | None = None,
-) -> int:  # fmt: skip
+    settings: Settings,
+    transport: str,
+    host: str,
+    port: int,
+    tenant: str | None,
+    agent: str | None,
+    tokens_file: str | None = None,
+) -> int:
     """Serve the memory tools over ``transport`` (``stdio`` or ``http``); the exit code."""
     tokens = None
     if transport != "stdio":
         path = Path(tokens_file) if tokens_file else settings.authority_dir / "mcp-tokens.json"
         tokens = McpTokens(path)
         if not len(tokens):
-            print(f"no bearer tokens in {path}: the HTTP transport serves only callers with one "
-                  "(`zeromem auth mcp-token TENANT AGENT`)", file=sys.stderr)  # fmt: skip
+            print(
+                f"no bearer tokens in {path}: the HTTP transport serves only callers with one "
+                "(`zeromem auth mcp-token TENANT AGENT`)",
+                file=sys.stderr,
+            )
             return 2
     server = MemoryToolServer(settings, tenant=tenant, agent=agent, tokens=tokens)
     try:
@@ -250,8 +270,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", help="bearer token file for http (default: the authority's)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)  # stdout is the wire
-    return run_mcp(Settings.from_env(), args.transport, args.host, args.port, args.tenant,
-                   args.agent, args.tokens)  # fmt: skip
+    return run_mcp(
+        Settings.from_env(),
+        args.transport,
+        args.host,
+        args.port,
+        args.tenant,
+        args.agent,
+        args.tokens,
+    )
 
 
 if __name__ == "__main__":

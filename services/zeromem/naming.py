@@ -36,8 +36,12 @@ def parse_command_subject(subject: str) -> tuple[str, int, str]:
     """(tenant, shard, agent) of a subject made by ``command_subject`` or
     ``import_subject``; ValueError for any other."""
     parts = subject.split(".")
-    if (len(parts) != 5 or parts[0] != _PREFIX or parts[1] not in ("cmd", "imp")
-            or not parts[3].isdigit()):
+    if (
+        len(parts) != 5
+        or parts[0] != _PREFIX
+        or parts[1] not in ("cmd", "imp")
+        or not parts[3].isdigit()
+    ):
         raise ValueError(f"not a command subject: {subject!r}")
     return parts[2], int(parts[3]), parts[4]
 
@@ -62,7 +66,7 @@ def shard_of_consumer(name: str) -> int | None:
     prefix = "zm-shard-"
     if not name.startswith(prefix):
         return None
-    shard = name[len(prefix):].split("-", 1)[0]
+    shard = name[len(prefix) :].split("-", 1)[0]
     return int(shard) if shard.isdigit() else None
 
 
@@ -212,8 +216,7 @@ def command_dedupe_id(tenant: str, agent: str, digest: str) -> str:
     return f"{tenant}.{agent}.{digest}"
 
 
-def audit_dedupe_id(tenant: str, shard: int, sequence: int, part: int = 0,
-                    kind: str = "w") -> str:  # fmt: skip
+def audit_dedupe_id(tenant: str, shard: int, sequence: int, part: int = 0, kind: str = "w") -> str:
     """The ``Nats-Msg-Id`` of a worker's audit record (``kind`` ``w`` for writes,
     ``dead`` for refusals): the batch's position in the command stream. Predictable, and
     safe so: only the workers may publish on audit subjects, so nobody else can use one

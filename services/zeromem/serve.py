@@ -31,8 +31,12 @@ class ReadServices:
         cls, settings: Settings, redis: Redis, telemetry: Telemetry | None = None
     ) -> ReadServices:
         # logger=None: FastStream's per-message log line costs more than a read itself.
-        broker = NatsBroker(settings.nats_url, logger=None, max_reconnect_attempts=-1,
-                            **nats_connect_options(settings))  # fmt: skip
+        broker = NatsBroker(
+            settings.nats_url,
+            logger=None,
+            max_reconnect_attempts=-1,
+            **nats_connect_options(settings),
+        )
         gate = TenantGate(settings.limits)  # every read of this process takes turns here
         register_query_handlers(broker, redis, shards=settings.shards, gate=gate)
         recall = register_stats_handler(broker, redis, telemetry, gate=gate)
@@ -51,7 +55,8 @@ class ReadServices:
 async def run_read_services(settings: Settings) -> None:
     redis = connect_redis(settings)
     telemetry = configure_telemetry(
-        TelemetryConfig("serve", settings.metrics_port, settings.metrics_host))
+        TelemetryConfig("serve", settings.metrics_port, settings.metrics_host)
+    )
     services = await ReadServices.start(settings, redis, telemetry)
     settle_after_start()
     try:

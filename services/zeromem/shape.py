@@ -35,13 +35,16 @@ def shape_refusal(value: object, *, depth_limit: int, where: str) -> str | None:
     while stack:
         node, depth = stack.pop()
         if depth > depth_limit:
-            return refusal("nesting_depth",
-                           f"{where} nests lists and maps more than {depth_limit} deep")
+            return refusal(
+                "nesting_depth", f"{where} nests lists and maps more than {depth_limit} deep"
+            )
         if type(node) is dict:
             for key in node:  # type: ignore[attr-defined]
                 if type(key) is not str:
-                    return refusal("map_keys", f"{where} has a map key of type "
-                                               f"{type(key).__name__}: map keys are strings")
+                    return refusal(
+                        "map_keys",
+                        f"{where} has a map key of type {type(key).__name__}: map keys are strings",
+                    )
             children = node.values()  # type: ignore[attr-defined]
         else:
             children = node  # type: ignore[assignment]
@@ -71,10 +74,13 @@ def _non_finite(where: str) -> str:
 
 def _foreign(value: object, where: str) -> str:
     if isinstance(value, bytes):
-        return refusal("ext_types", f"{where} holds binary data (msgpack bin): values are "
-                                    "JSON-like")  # fmt: skip
-    return refusal("ext_types", f"{where} holds a msgpack extension type "
-                                f"({type(value).__name__}): values are JSON-like")  # fmt: skip
+        return refusal(
+            "ext_types", f"{where} holds binary data (msgpack bin): values are JSON-like"
+        )
+    return refusal(
+        "ext_types",
+        f"{where} holds a msgpack extension type ({type(value).__name__}): values are JSON-like",
+    )
 
 
 _agent_ok = re.compile(AGENT_CHARSET).match
@@ -87,6 +93,8 @@ def agent_refusal(agent: str, limit: int, what: str = "agent") -> str | None:
     if len(agent) > limit:
         return refusal("agent_chars", f"{what} is {len(agent)} characters, limit {limit}")
     if not _agent_ok(agent):
-        return refusal("agent_chars", f"{what} {agent[:40]!r} has a character outside "
-                                      "letters, digits and _ - . : @ / + =")  # fmt: skip
+        return refusal(
+            "agent_chars",
+            f"{what} {agent[:40]!r} has a character outside letters, digits and _ - . : @ / + =",
+        )
     return None

@@ -49,16 +49,18 @@ class Inspector:
         return response.json()
 
     async def agent(self, tenant: str, agent: str = "writer") -> MemoryClient:
-        client = await MemoryClient.connect(self.settings.nats_url, tenant=tenant, agent=agent,
-                                            shards=self.settings.shards)  # fmt: skip
+        client = await MemoryClient.connect(
+            self.settings.nats_url, tenant=tenant, agent=agent, shards=self.settings.shards
+        )
         self.clients.append(client)
         return client
 
 
 async def serve(app: Any) -> tuple[str, uvicorn.Server, asyncio.Task[None]]:
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))  # fmt: skip
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
     task = asyncio.create_task(server.serve())
     for _ in range(200):
         if server.started:
@@ -69,21 +71,29 @@ async def serve(app: Any) -> tuple[str, uvicorn.Server, asyncio.Task[None]]:
 
 
 @pytest.fixture
-async def inspector(running: Settings, authority: Authority,
-                    tmp_path: Path) -> AsyncIterator[Inspector]:  # fmt: skip
+async def inspector(
+    running: Settings, authority: Authority, tmp_path: Path
+) -> AsyncIterator[Inspector]:
     a, b = (f"t{uuid.uuid4().hex[:12]}" for _ in range(2))
     tokens_file = McpTokens(tmp_path / "inspect-tokens.json")
     tokens = {}
-    for who, tenant, agent, audit in (("a", a, "viewer", True), ("a_plain", a, "glance", False),
-                                      ("b", b, "viewer", True)):  # fmt: skip
+    for who, tenant, agent, audit in (
+        ("a", a, "viewer", True),
+        ("a_plain", a, "glance", False),
+        ("b", b, "viewer", True),
+    ):
         creds = authority.issue_agent(tenant, agent, audit=audit, record=False).write(
-            tmp_path / f"{who}.creds")
+            tmp_path / f"{who}.creds"
+        )
         tokens[who] = tokens_file.add(tenant, agent, creds)
     tokens["operator"] = tokens_file.add("", "", authority.service_creds_path("admin"))
     # The inspector's own settings: the servers, and Redis as the read services' user.
     app_settings = settings_for_role(running, authority, "reader")
-    app = create_app(app_settings, InspectSettings(page_size=PAGE_SIZE, request_timeout_s=3.0),
-                     Access(tokens_file.path))  # fmt: skip
+    app = create_app(
+        app_settings,
+        InspectSettings(page_size=PAGE_SIZE, request_timeout_s=3.0),
+        Access(tokens_file.path),
+    )
     base, server, task = await serve(app)
     async with httpx.AsyncClient(timeout=15, follow_redirects=False) as http:
         page = Inspector(base, running, a, b, tokens, http, app)

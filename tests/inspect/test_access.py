@@ -28,10 +28,12 @@ PARAMS = "?prefix=user:u1:&key=user:u1:pref&owner=user:u1&q=fruit&owners=user:u1
 
 async def _fill(inspector: Inspector, tenant: str, mark: str) -> None:
     writer = await inspector.agent(tenant)
-    await writer.put("user:u1:pref", {"fruit": mark}, content=f"likes the fruit {mark}",
-                     tags=["fruit"])  # fmt: skip
-    await writer.put("user:u1:slide", mark, content=f"sliding {mark}", ttl=600,
-                     refresh_on_read=True)  # fmt: skip
+    await writer.put(
+        "user:u1:pref", {"fruit": mark}, content=f"likes the fruit {mark}", tags=["fruit"]
+    )
+    await writer.put(
+        "user:u1:slide", mark, content=f"sliding {mark}", ttl=600, refresh_on_read=True
+    )
     await writer.recall("fruit", owners=["user:u1"])  # a row in its usage ledger
     await writer.put("user:u1:old", mark, content=f"old fruit {mark}", wait="applied")
 
@@ -81,8 +83,9 @@ async def test_the_server_refuses_where_the_page_would_not(
     for path, *_ in PAGES:
         if path.startswith(("/ops", "/tenants")):
             continue
-        response = await inspector.get("/api" + path.replace("{tenant}", inspector.b) + PARAMS,
-                                       who="a")  # fmt: skip
+        response = await inspector.get(
+            "/api" + path.replace("{tenant}", inspector.b) + PARAMS, who="a"
+        )
         assert B_MARK not in response.text, path
     connections = inspector.app.state.inspector.connections
     viewer = inspector.app.state.inspector.access.viewer(inspector.tokens["a"])
@@ -91,14 +94,20 @@ async def test_the_server_refuses_where_the_page_would_not(
     # one level down: tenant a's connection addressing tenant b's subjects
     forged = MemoryClient(own.nc, tenant=inspector.b, agent=viewer.agent, timeout=0.5)
     with caplog.at_level(logging.WARNING, logger="zeromem.sdk.client"):
-        for attempt in (forged.get("user:u1:pref"), forged.list("user:u1:"), forged.owners(),
-                        forged.recall("fruit", owners=["user:u1"]), forged.stats()):  # fmt: skip
+        for attempt in (
+            forged.get("user:u1:pref"),
+            forged.list("user:u1:"),
+            forged.owners(),
+            forged.recall("fruit", owners=["user:u1"]),
+            forged.stats(),
+        ):
             with pytest.raises(ServiceUnavailableError):  # the server let no request through
                 await attempt
         with pytest.raises(TimeoutError):  # no consumer on b's change feed either
             await asyncio.wait_for(forged.watch("user:u1"), 1.0)
-    refused = [r.getMessage() for r in caplog.records
-               if "permissions violation" in r.getMessage().lower()]  # fmt: skip
+    refused = [
+        r.getMessage() for r in caplog.records if "permissions violation" in r.getMessage().lower()
+    ]
     for kind in ("get", "list", "owners", "recall", "stats"):
         subject = naming.query_subject(inspector.b, viewer.agent, kind)
         assert any(subject in line for line in refused), (kind, refused)
@@ -132,7 +141,8 @@ async def test_no_route_writes_whoever_asks(inspector: Inspector) -> None:
     for path in _paths(inspector.a):  # no route takes any other method, whoever asks
         for method in ("POST", "PUT", "PATCH", "DELETE"):
             response = await inspector.http.request(
-                method, inspector.base + path, headers=inspector.headers("operator"))
+                method, inspector.base + path, headers=inspector.headers("operator")
+            )
             assert response.status_code == 405, (method, path)
     for method in ("PUT", "PATCH", "DELETE"):
         for path in ("/login", "/logout"):

@@ -41,11 +41,18 @@ async def test_every_page_needs_a_token(inspector: Inspector) -> None:
 
 async def _fill(inspector: Inspector) -> Any:
     writer = await inspector.agent(inspector.a)
-    await writer.put("user:u1:pref_lang", {"lang": "zh"}, content="prefers answers in Chinese",
-                     type="user_preference", tags=["lang"], references=["user:u1:city"])
+    await writer.put(
+        "user:u1:pref_lang",
+        {"lang": "zh"},
+        content="prefers answers in Chinese",
+        type="user_preference",
+        tags=["lang"],
+        references=["user:u1:city"],
+    )
     await writer.put("user:u1:city", "Lisbon", content="lives in Lisbon", ttl=3600)
-    await writer.put("user:u1:login", {"user": "ana", "password": SECRET},
-                     content="login for the billing portal")  # a sensitive field
+    await writer.put(
+        "user:u1:login", {"user": "ana", "password": SECRET}, content="login for the billing portal"
+    )  # a sensitive field
     await writer.put("user:u1:note", SECRET, content=f"note {SECRET}", sensitive=True)
     await writer.put("user:u1:api_token", SECRET, content=f"token {SECRET}")  # sensitive name
     for owner in ("user:u2", "task:t1", "task:t2"):
@@ -89,8 +96,12 @@ async def test_memories_by_owner_and_prefix_paged_and_masked(inspector: Inspecto
     assert items["user:u1:city"]["state"]["tier"] == "live"
     assert 3500 < items["user:u1:city"]["state"]["expires_in_s"] <= 3600
     # the pages show the same, and never a sensitive value
-    for path in (f"{t}/memories?prefix=user:u1:", f"{t}/memory?key=user:u1:note",
-                 f"{t}/memory?key=user:u1:login", f"{t}/memory?key=user:u1:api_token"):  # fmt: skip
+    for path in (
+        f"{t}/memories?prefix=user:u1:",
+        f"{t}/memory?key=user:u1:note",
+        f"{t}/memory?key=user:u1:login",
+        f"{t}/memory?key=user:u1:api_token",
+    ):
         html = await inspector.get(path)
         assert html.status_code == 200 and SECRET not in html.text, path
     one = await inspector.api(f"{t}/memory?key=user:u1:pref_lang")
@@ -110,8 +121,11 @@ async def test_version_history_from_the_audit_trail(inspector: Inspector) -> Non
     await writer.put("task:t9:status", "x", expected_version=1, wait="applied")  # a conflict
     t = f"/t/{inspector.a}"
     history = (await inspector.api(f"{t}/history?key=task:t9:status"))["history"]
-    applied = [(e["op"], e["version_before"], e["version_after"]) for e in history["entries"]
-               if e["status"] == "applied"]  # fmt: skip
+    applied = [
+        (e["op"], e["version_before"], e["version_after"])
+        for e in history["entries"]
+        if e["status"] == "applied"
+    ]
     assert applied == [("put", 0, 1), ("patch", 1, 2), ("put", 2, 3)]
     assert [e["status"] for e in history["entries"]][-1] == "conflict"
     assert history["complete"] and history["entries"][1]["agent"] == "writer"
@@ -138,8 +152,13 @@ async def test_archived_memories(inspector: Inspector) -> None:
 
 
 def _recall_query(**extra: str) -> str:
-    params = {"q": "what language should I answer in", "owners": "user:u1", "budget": "40",
-              "k": "2", **extra}  # fmt: skip
+    params = {
+        "q": "what language should I answer in",
+        "owners": "user:u1",
+        "budget": "40",
+        "k": "2",
+        **extra,
+    }
     return "&".join(f"{k}={httpx.QueryParams({k: v})[k]}" for k, v in params.items())
 
 
@@ -151,14 +170,22 @@ async def test_recall_playground_is_the_explain_reply(inspector: Inspector) -> N
     t = f"/t/{inspector.a}"
     query = _recall_query(strategy="no_decay")
     shown = await inspector.api(f"{t}/recall?{query}")
-    direct = await writer.recall("what language should I answer in", owners=["user:u1"],
-                                 budget=40, k=2, strategy={"name": "no_decay"},
-                                 explain=True)  # fmt: skip
+    direct = await writer.recall(
+        "what language should I answer in",
+        owners=["user:u1"],
+        budget=40,
+        k=2,
+        strategy={"name": "no_decay"},
+        explain=True,
+    )
     reply = shown["explain"]["reply"]
-    pairs = [(c["key"], c["decision"], c["relevance"], c["feedback"], c["tokens"])
-             for c in reply["candidates"]]  # fmt: skip
-    assert pairs == [(c.key, c.decision, c.relevance, c.feedback, c.tokens)
-                     for c in direct.candidates]  # fmt: skip
+    pairs = [
+        (c["key"], c["decision"], c["relevance"], c["feedback"], c["tokens"])
+        for c in reply["candidates"]
+    ]
+    assert pairs == [
+        (c.key, c.decision, c.relevance, c.feedback, c.tokens) for c in direct.candidates
+    ]
     assert reply["tokens"] == direct.tokens and reply["baseline_tokens"] == direct.baseline_tokens
     decisions = {c["decision"] for c in reply["candidates"]}
     assert "kept" in decisions and any(d.startswith("cut") for d in decisions)
@@ -173,10 +200,11 @@ async def test_recall_playground_is_the_explain_reply(inspector: Inspector) -> N
         assert f'data-factor="relevance" data-value="{c["relevance"]}"' in html
     assert SECRET not in html and SECRET not in json.dumps(shown)
     # bad input is refused with a reason
-    for fields, reason in (({"k": "0"}, "between 1 and 100"),
-                           ({"strategy": "custom", "strategy_json": "{"}, "not JSON"),
-                           ({"strategy": "custom", "strategy_json": '{"name": "nope"}'},
-                            "unknown strategy")):  # fmt: skip
+    for fields, reason in (
+        ({"k": "0"}, "between 1 and 100"),
+        ({"strategy": "custom", "strategy_json": "{"}, "not JSON"),
+        ({"strategy": "custom", "strategy_json": '{"name": "nope"}'}, "unknown strategy"),
+    ):
         bad = await inspector.get(f"/api{t}/recall?{_recall_query(**fields)}")
         assert bad.status_code == 400 and reason in bad.json()["error"], fields
     assert "explain" not in await inspector.api(f"{t}/recall")  # no owner named: a form only
@@ -212,8 +240,9 @@ async def _events(response: httpx.Response, queue: asyncio.Queue[tuple[str, Any,
             await queue.put((event, json.loads(line[5:]), time.monotonic()))
 
 
-async def _next(queue: asyncio.Queue[tuple[str, Any, float]], kind: str,
-                wait_s: float = 10.0) -> tuple[Any, float]:  # fmt: skip
+async def _next(
+    queue: asyncio.Queue[tuple[str, Any, float]], kind: str, wait_s: float = 10.0
+) -> tuple[Any, float]:
     while True:
         event, data, at = await asyncio.wait_for(queue.get(), wait_s)
         if event == kind:
@@ -247,22 +276,31 @@ async def test_a_change_arrives_live(inspector: Inspector) -> None:
 
 
 async def test_dead_letters_for_the_operator_and_the_tenant_auditor(inspector: Inspector) -> None:
-    queues: dict[str, asyncio.Queue[tuple[str, Any, float]]] = {"operator": asyncio.Queue(),
-                                                                "a": asyncio.Queue()}  # fmt: skip
-    urls = {"operator": f"{inspector.base}/ops/live/dead?tenant={inspector.a}",
-            "a": f"{inspector.base}/t/{inspector.a}/live/dead"}  # fmt: skip
+    queues: dict[str, asyncio.Queue[tuple[str, Any, float]]] = {
+        "operator": asyncio.Queue(),
+        "a": asyncio.Queue(),
+    }
+    urls = {
+        "operator": f"{inspector.base}/ops/live/dead?tenant={inspector.a}",
+        "a": f"{inspector.base}/t/{inspector.a}/live/dead",
+    }
     admin = await connect_nats(inspector.settings, name="test-bad-command")
     stream = inspector.http.stream
-    async with (stream("GET", urls["operator"], headers=inspector.headers("operator")) as ops,
-                stream("GET", urls["a"], headers=inspector.headers("a")) as own):  # fmt: skip
-        readers = [asyncio.create_task(_events(ops, queues["operator"])),
-                   asyncio.create_task(_events(own, queues["a"]))]  # fmt: skip
+    async with (
+        stream("GET", urls["operator"], headers=inspector.headers("operator")) as ops,
+        stream("GET", urls["a"], headers=inspector.headers("a")) as own,
+    ):
+        readers = [
+            asyncio.create_task(_events(ops, queues["operator"])),
+            asyncio.create_task(_events(own, queues["a"])),
+        ]
         try:
             for queue in queues.values():
                 await _next(queue, "ready")
             shard = naming.shard_for(inspector.a, "user:u1", inspector.settings.shards)
-            await admin.jetstream().publish(naming.command_subject(inspector.a, shard, "writer"),
-                                            b"\x93 not a command")  # fmt: skip
+            await admin.jetstream().publish(
+                naming.command_subject(inspector.a, shard, "writer"), b"\x93 not a command"
+            )
             live, _ = await _next(queues["operator"], "dead")
             assert live["tenant"] == inspector.a and live["reason"].startswith("invalid")
             audited, _ = await _next(queues["a"], "dead")

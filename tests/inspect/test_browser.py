@@ -23,13 +23,22 @@ from tests.inspect.conftest import Inspector
 from zeromem import naming
 from zeromem.bus import connect_nats
 
-pytestmark = pytest.mark.skipif(os.environ.get("ZEROMEM_BROWSER_TESTS") != "1",
-                                reason="browser tests run with `make test-browser`")  # fmt: skip
+pytestmark = pytest.mark.skipif(
+    os.environ.get("ZEROMEM_BROWSER_TESTS") != "1",
+    reason="browser tests run with `make test-browser`",
+)
 
 CHROMIUM = os.environ.get("ZEROMEM_CHROMIUM", "/usr/bin/chromium")
 # The flags of a quiet, self-contained headless run: nothing fetched, nothing synced.
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 ARTIFACTS = Path(os.environ.get("ZEROMEM_ARTIFACTS", "test-artifacts/browser"))
 WIDE = {"width": 1280, "height": 860}
 PHONE = {"width": 390, "height": 844}
@@ -99,40 +108,77 @@ async def seed(inspector: Inspector) -> None:
     """A small fleet's memories: two users, a task, decisions, a sensitive memory, one
     archived, and recalls by three agents (the savings)."""
     planner = await inspector.agent(inspector.a, "planner")
-    await planner.put("user:u10086:pref_lang", {"lang": "zh"}, content="prefers answers in Chinese",
-                      type="user_preference", tags=["lang"])  # fmt: skip
-    await planner.put("user:u10086:city", "Lisbon", content="lives in Lisbon since spring",
-                      references=["user:u10086:pref_lang"], ttl=7 * 86400)  # fmt: skip
-    await planner.put("user:u10086:tone", "brief", content="wants short answers, no small talk",
-                      type="user_preference")  # fmt: skip
+    await planner.put(
+        "user:u10086:pref_lang",
+        {"lang": "zh"},
+        content="prefers answers in Chinese",
+        type="user_preference",
+        tags=["lang"],
+    )
+    await planner.put(
+        "user:u10086:city",
+        "Lisbon",
+        content="lives in Lisbon since spring",
+        references=["user:u10086:pref_lang"],
+        ttl=7 * 86400,
+    )
+    await planner.put(
+        "user:u10086:tone",
+        "brief",
+        content="wants short answers, no small talk",
+        type="user_preference",
+    )
     await planner.put("user:u10086:api_token", "sk-live-123", content="token for the billing API")
-    await planner.put("user:u10086:login", {"user": "ana", "password": "hunter2"},
-                      content="login for the billing portal, answer in Chinese")  # fmt: skip
+    await planner.put(
+        "user:u10086:login",
+        {"user": "ana", "password": "hunter2"},
+        content="login for the billing portal, answer in Chinese",
+    )
     for i, text in enumerate(CONVERSATION):
         await planner.put(f"user:u10086:msg{i:02d}", i, content=text, type="message")
     for i, text in enumerate(TOOL_RESULTS):
-        await planner.put(f"task:t42:step{i:02d}", {"ok": True, "step": i}, content=text,
-                          type="tool_result", tags=["billing"])  # fmt: skip
-    await planner.put("task:t42:status", "running", content="invoice export running",
-                      type="task_state", tags=["billing"])  # fmt: skip
-    await planner.put("task:t42:decision", "csv", content="decided: export invoices as CSV v2",
-                      type="decision", tags=["billing"])  # fmt: skip
+        await planner.put(
+            f"task:t42:step{i:02d}",
+            {"ok": True, "step": i},
+            content=text,
+            type="tool_result",
+            tags=["billing"],
+        )
+    await planner.put(
+        "task:t42:status",
+        "running",
+        content="invoice export running",
+        type="task_state",
+        tags=["billing"],
+    )
+    await planner.put(
+        "task:t42:decision",
+        "csv",
+        content="decided: export invoices as CSV v2",
+        type="decision",
+        tags=["billing"],
+    )
     await planner.put("user:u2:pref_lang", "en", content="prefers English", type="user_preference")
-    await planner.put("session:s1:draft", "x", content="a draft from an old session",
-                      wait="applied")  # fmt: skip
+    await planner.put(
+        "session:s1:draft", "x", content="a draft from an old session", wait="applied"
+    )
     await planner.archive("session:s1", older_than=time.time() + 1)
-    await planner.patch("task:t42:status", {"rows": 1200}, content="invoice export at 1,200 rows",
-                        wait="applied")  # fmt: skip
+    await planner.patch(
+        "task:t42:status", {"rows": 1200}, content="invoice export at 1,200 rows", wait="applied"
+    )
     await planner.feedback("user:u10086:pref_lang", "important", wait="applied")
     coder = await inspector.agent(inspector.a, "coder")
     reviewer = await inspector.agent(inspector.a, "reviewer")
-    turns = ((planner, "which language should I answer in", ["user:u10086"]),
-             (coder, "invoice export format", ["task:t42"]),
-             (reviewer, "what did we decide", ["task:t42", "user:u10086"]))  # fmt: skip
+    turns = (
+        (planner, "which language should I answer in", ["user:u10086"]),
+        (coder, "invoice export format", ["task:t42"]),
+        (reviewer, "what did we decide", ["task:t42", "user:u10086"]),
+    )
     for turn in range(6):
         for agent, query, owners in turns:
-            await agent.recall(query, owners=owners, k=3, budget=120,
-                               history_tokens=1500 + 400 * turn)  # fmt: skip
+            await agent.recall(
+                query, owners=owners, k=3, budget=120, history_tokens=1500 + 400 * turn
+            )
 
 
 async def load_all(page: Any, more: str, rows: str) -> list[str]:
@@ -146,7 +192,8 @@ async def load_all(page: Any, more: str, rows: str) -> list[str]:
         await button.click()
         await page.locator(rows).nth(count).wait_for()
     return await page.eval_on_selector_all(
-        rows, "els => els.map(e => e.dataset.key || e.dataset.owner)")
+        rows, "els => els.map(e => e.dataset.key || e.dataset.owner)"
+    )
 
 
 async def shot(page: Any, artifacts: Path, name: str) -> None:
@@ -184,10 +231,11 @@ async def test_browse_recall_live_and_dead_letters_in_chromium(
     await page.wait_for_selector("#history-list li")
     assert await page.inner_text("#content") == "lives in Lisbon since spring"
     assert "expires" in await page.inner_text("#ttl")
-    versions = await page.eval_on_selector_all("#history-list li",
-                                                "els => els.map(e => e.dataset.version)")
+    versions = await page.eval_on_selector_all(
+        "#history-list li", "els => els.map(e => e.dataset.version)"
+    )
     assert versions == ["1"]
-    await page.click('#references a.ref')  # a reference is a link to its memory
+    await page.click("#references a.ref")  # a reference is a link to its memory
     await page.wait_for_selector("#history-list li")
     assert (await page.get_attribute("#memory", "data-key")) == "user:u10086:pref_lang"
     await shot(page, artifacts, "memory")
@@ -201,11 +249,14 @@ async def test_browse_recall_live_and_dead_letters_in_chromium(
     await page.select_option("#strategy", "no_decay")  # decay is 1.0: the two recalls agree
     await page.click("#run-recall")
     await page.wait_for_selector("#candidates li.candidate")
-    drawn = await page.eval_on_selector_all("#candidates li.candidate", """els => els.map(e => ({
+    drawn = await page.eval_on_selector_all(
+        "#candidates li.candidate",
+        """els => els.map(e => ({
         key: e.dataset.key, decision: e.dataset.decision,
         bars: Object.fromEntries([...e.querySelectorAll('.bar')].map(b =>
             [b.dataset.factor, [parseFloat(b.dataset.value), b.style.width]])),
-        tokens: parseInt(e.querySelector('.tokens').dataset.tokens)}))""")
+        tokens: parseInt(e.querySelector('.tokens').dataset.tokens)}))""",
+    )
     query = page.url.split("?", 1)[1]
     api = await (await page.request.get(inspector.base + f"/api{t}/recall?{query}")).json()
     reply, rows = api["explain"]["reply"], api["explain"]["rows"]
@@ -230,16 +281,18 @@ async def test_browse_recall_live_and_dead_letters_in_chromium(
     writer = await inspector.agent(inspector.a, "coder")
     sent = time.monotonic()
     await writer.put("task:t42:status", "done", content="invoice export done: 1,200 rows")
-    await page.wait_for_selector('#changes tr.change[data-key="task:t42:status"]',
-                                 timeout=LIVE_WITHIN_S * 5000)  # fmt: skip
+    await page.wait_for_selector(
+        '#changes tr.change[data-key="task:t42:status"]', timeout=LIVE_WITHIN_S * 5000
+    )
     took = time.monotonic() - sent
     assert took < LIVE_WITHIN_S, f"the change showed after {took:.2f}s"
     (artifacts / "live-latency.txt").write_text(f"{took:.3f}\n")
     await send_bad_command(inspector, "coder")
     await page.wait_for_selector("#dead tr.dead-letter", timeout=10_000)
     assert (await page.inner_text("#dead tr.dead-letter td.reason")).startswith("invalid")
-    await writer.put("task:t42:decision", "csv", content="decided: keep CSV, add a JSON export",
-                     type="decision")  # fmt: skip
+    await writer.put(
+        "task:t42:decision", "csv", content="decided: keep CSV, add a JSON export", type="decision"
+    )
     await page.wait_for_selector('#changes tr.change[data-key="task:t42:decision"]')
     await shot(page, artifacts, "live")
 
@@ -258,10 +311,13 @@ async def test_browse_recall_live_and_dead_letters_in_chromium(
 
     # --- on a phone's width ------------------------------------------------------------
     phone = await logged_in(browser, inspector, "a", PHONE)
-    for name, path in (("memories", f"{t}/memories?prefix=user:u10086:"),
-                       ("memory", f"{t}/memory?key=user:u10086:pref_lang"),
-                       ("recall", f"{t}/recall?{query}"), ("live", f"{t}/live?scope=task:*"),
-                       ("savings", f"{t}/savings?period=1h")):  # fmt: skip
+    for name, path in (
+        ("memories", f"{t}/memories?prefix=user:u10086:"),
+        ("memory", f"{t}/memory?key=user:u10086:pref_lang"),
+        ("recall", f"{t}/recall?{query}"),
+        ("live", f"{t}/live?scope=task:*"),
+        ("savings", f"{t}/savings?period=1h"),
+    ):
         await phone.goto(inspector.base + path)
         await phone.wait_for_load_state("networkidle")
         await fits(phone, PHONE["width"])
@@ -275,14 +331,16 @@ async def send_bad_command(inspector: Inspector, agent: str) -> None:
     nc = await connect_nats(inspector.settings, name="test-bad-command")
     try:
         shard = naming.shard_for(inspector.a, "task:t42", inspector.settings.shards)
-        await nc.jetstream().publish(naming.command_subject(inspector.a, shard, agent),
-                                     b"\x93 not a command")  # fmt: skip
+        await nc.jetstream().publish(
+            naming.command_subject(inspector.a, shard, agent), b"\x93 not a command"
+        )
     finally:
         await nc.close()
 
 
-async def test_operator_views_in_chromium(inspector: Inspector, browser: Any,
-                                          artifacts: Path) -> None:  # fmt: skip
+async def test_operator_views_in_chromium(
+    inspector: Inspector, browser: Any, artifacts: Path
+) -> None:
     await seed(inspector)
     page = await logged_in(browser, inspector, "operator", WIDE)
     assert page.url.endswith("/tenants")

@@ -17,8 +17,9 @@ from zeromem.cli.main import main
 from zeromem.embedded.servers import free_port
 
 
-def test_inspect_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_inspect_tokens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("ZEROMEM_AUTH_DIR", str(tmp_path / "auth"))
     authority = Authority.load_or_create(tmp_path / "auth")
     tokens = McpTokens(authority.directory / "inspect-tokens.json")
@@ -39,9 +40,14 @@ def test_inspect_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
 def test_up_serves_the_inspector(tmp_path: Path) -> None:
     port = free_port()
-    proc = subprocess.Popen([*ZEROMEM, "up", "--workers", "1", "--inspect-port", str(port)],
-                            cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [*ZEROMEM, "up", "--workers", "1", "--inspect-port", str(port)],
+        cwd=tmp_path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert proc.stdout is not None
     try:
         link, lines = "", []
@@ -54,8 +60,12 @@ def test_up_serves_the_inspector(tmp_path: Path) -> None:
             if proc.poll() is not None:
                 break
         assert link.startswith(f"http://127.0.0.1:{port}/login?token="), "".join(lines)
-        assert cli(tmp_path, "put", "user:u1:pref_lang", '"zh"', "--content",
-                   "prefers Chinese").returncode == 0  # fmt: skip
+        assert (
+            cli(
+                tmp_path, "put", "user:u1:pref_lang", '"zh"', "--content", "prefers Chinese"
+            ).returncode
+            == 0
+        )
         with httpx.Client(timeout=10) as http:
             login = http.get(link, follow_redirects=False)
             assert login.status_code == 303  # and the session cookie is set on the client
@@ -64,8 +74,10 @@ def test_up_serves_the_inspector(tmp_path: Path) -> None:
             assert [i["key"] for i in memories.json()["items"]] == ["user:u1:pref_lang"]
             shards = http.get(f"http://127.0.0.1:{port}/api/ops/shards").json()
             assert all(s["holder"] for s in shards["shards"])  # the one worker's
-        forged = httpx.get(f"http://127.0.0.1:{port}/api/t/default/memories",
-                           headers={"cookie": "zm_inspect=forged"})  # fmt: skip
+        forged = httpx.get(
+            f"http://127.0.0.1:{port}/api/t/default/memories",
+            headers={"cookie": "zm_inspect=forged"},
+        )
         assert forged.status_code == 401
     finally:
         stop_up(proc)

@@ -26,8 +26,12 @@ async def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
 async def test_issue_use_and_revoke_a_credential(
     running: Settings, tenant: str, tmp_path: Path
 ) -> None:
-    env = dict(os.environ, ZEROMEM_NATS_URL=running.nats_url, ZEROMEM_SHARDS=str(running.shards),
-               ZEROMEM_REDIS_URL=running.redis_url)  # fmt: skip
+    env = dict(
+        os.environ,
+        ZEROMEM_NATS_URL=running.nats_url,
+        ZEROMEM_SHARDS=str(running.shards),
+        ZEROMEM_REDIS_URL=running.redis_url,
+    )
     assert (await cli(env, "auth", "tenant", "create", tenant)).returncode == 0
     creds = tmp_path / "writer.creds"
     issued = await cli(env, "auth", "issue", tenant, "writer", "--out", str(creds))

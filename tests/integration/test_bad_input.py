@@ -53,8 +53,9 @@ async def test_each_bad_message_is_dead_lettered_and_valid_ones_apply(isolated) 
     nc = await connect_nats(settings, "bad-input-test")  # the operator's, to read dead letters
     js = nc.jetstream()
     try:
-        async with await MemoryClient.connect(settings.nats_url, tenant="acme", agent="a",
-                                              shards=settings.shards) as client:  # fmt: skip
+        async with await MemoryClient.connect(
+            settings.nats_url, tenant="acme", agent="a", shards=settings.shards
+        ) as client:
             shard_of_u1 = naming.shard_for("acme", "user:u1", settings.shards)
             n = 0
             for _, data, _ in BAD_MESSAGES:  # sent by the agent itself, on its own subject
@@ -94,12 +95,14 @@ async def test_a_waiting_caller_hears_why_its_command_was_refused(
 ) -> None:
     inbox = client.nc.new_inbox()
     sub = await client.nc.subscribe(inbox)
-    subject = naming.command_subject(client.tenant,
-                                     naming.shard_for(client.tenant, "user:u1", running.shards),
-                                     client.agent)  # fmt: skip
-    await client.js.publish(subject, raw(tenant=client.tenant, agent=client.agent,
-                                         content="y" * 300),
-                            headers={naming.MSG_ID_HEADER: "bad-1", naming.REPLY_HEADER: inbox})
+    subject = naming.command_subject(
+        client.tenant, naming.shard_for(client.tenant, "user:u1", running.shards), client.agent
+    )
+    await client.js.publish(
+        subject,
+        raw(tenant=client.tenant, agent=client.agent, content="y" * 300),
+        headers={naming.MSG_ID_HEADER: "bad-1", naming.REPLY_HEADER: inbox},
+    )
     from zeromem.schemas import Rejected, decode_result
 
     result = decode_result((await sub.next_msg(timeout=5)).data)
@@ -115,26 +118,41 @@ async def test_a_bad_command_in_a_batch_is_refused_alone(isolated) -> None:
     services = await ServiceSet.start(settings)
     nc = await connect_nats(settings, "bad-batch-test")
     js = nc.jetstream()
-    agent = await MemoryClient.connect(settings.nats_url, tenant="acme", agent="a",
-                                       shards=settings.shards)  # fmt: skip
+    agent = await MemoryClient.connect(
+        settings.nats_url, tenant="acme", agent="a", shards=settings.shards
+    )
     try:
         shard = naming.shard_for("acme", "user:u1", settings.shards)
         subject = naming.command_subject("acme", shard, "a")
 
         def put(i: int) -> bytes:
-            return encode(Put(id=f"b-{i}", tenant="acme", agent="a", ts=time.time(),
-                              key="user:u1:seq", value=i))  # fmt: skip
+            return encode(
+                Put(
+                    id=f"b-{i}",
+                    tenant="acme",
+                    agent="a",
+                    ts=time.time(),
+                    key="user:u1:seq",
+                    value=i,
+                )
+            )
 
         bad = [raw(op="explode"), raw(tenant="other"), msgspec.msgpack.encode([1, 2])]
         parts = [put(0), bad[0], put(1), bad[1], put(2), bad[2], put(3)]
-        await agent.js.publish(subject, encode_batch(parts),
-                               headers={naming.BATCH_HEADER: str(len(parts)),
-                                        naming.MSG_ID_HEADER: "b1"})  # fmt: skip
+        await agent.js.publish(
+            subject,
+            encode_batch(parts),
+            headers={naming.BATCH_HEADER: str(len(parts)), naming.MSG_ID_HEADER: "b1"},
+        )
         # Broken framing (bytes that are not msgpack) cannot be split: the whole message goes.
-        await agent.js.publish(subject, b"\xc1\x02not an array",
-                               headers={naming.BATCH_HEADER: "2", naming.MSG_ID_HEADER: "b2"})
-        async with await MemoryClient.connect(settings.nats_url, tenant="acme",
-                                              shards=settings.shards) as client:  # fmt: skip
+        await agent.js.publish(
+            subject,
+            b"\xc1\x02not an array",
+            headers={naming.BATCH_HEADER: "2", naming.MSG_ID_HEADER: "b2"},
+        )
+        async with await MemoryClient.connect(
+            settings.nats_url, tenant="acme", shards=settings.shards
+        ) as client:
             after = await client.put("user:u1:seq", 4, wait="applied")
             assert after.version == 5  # the batch's four puts came first, in order
             for _ in range(100):

@@ -26,9 +26,12 @@ async def test_owners_pages_count_live_and_archived(client: MemoryClient) -> Non
 
     everyone = await client.owners()
     assert [(o.owner, o.memories, o.archived) for o in everyone.owners] == [
-        ("task:t1", 2, 0), ("user:u1-x", 1, 0), ("user:u10", 2, 0), ("user:u1", 3, 0),
+        ("task:t1", 2, 0),
+        ("user:u1-x", 1, 0),
+        ("user:u10", 2, 0),
+        ("user:u1", 3, 0),
         ("user:u2", 1, 2),
-    ]  # fmt: skip
+    ]
     assert everyone.next_cursor == ""
 
     users = await client.owners("user:", limit=2)
@@ -37,7 +40,10 @@ async def test_owners_pages_count_live_and_archived(client: MemoryClient) -> Non
     assert [o.owner for o in rest.owners] == ["user:u1", "user:u2"]
     assert rest.next_cursor == ""  # nothing after: no empty page to fetch
     assert [o.owner for o in (await client.owners("user:u1")).owners] == [
-        "user:u1-x", "user:u10", "user:u1"]  # fmt: skip
+        "user:u1-x",
+        "user:u10",
+        "user:u1",
+    ]
 
 
 async def test_archived_pages_and_one_key(client: MemoryClient) -> None:

@@ -16,14 +16,23 @@ ZEROMEM = [sys.executable, "-m", "zeromem.cli.main"]
 
 
 def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("ZEROMEM_") and k not in ("NATS_URL", "REDIS_URL")}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("ZEROMEM_") and k not in ("NATS_URL", "REDIS_URL")
+    }
     return env
 
 
 def start_up(cwd: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([*ZEROMEM, "up", "--workers", "1"], cwd=cwd, env=clean_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [*ZEROMEM, "up", "--workers", "1"],
+        cwd=cwd,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert proc.stdout is not None
     deadline = time.monotonic() + 30
     lines = []
@@ -51,15 +60,23 @@ def stop_up(proc: subprocess.Popen[str]) -> None:
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ZEROMEM, *args], cwd=cwd, env=clean_env(), capture_output=True,
-                          text=True, timeout=30)  # fmt: skip
+    return subprocess.run(
+        [*ZEROMEM, *args], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=30
+    )
 
 
 def test_up_put_get_conflict_and_restart_keeps_data(tmp_path: Path) -> None:
     proc = start_up(tmp_path)
     try:
-        put = cli(tmp_path, "put", "user:u10086:pref_lang", '{"lang": "zh"}',
-                  "--content", "prefers Chinese", "--json")  # fmt: skip
+        put = cli(
+            tmp_path,
+            "put",
+            "user:u10086:pref_lang",
+            '{"lang": "zh"}',
+            "--content",
+            "prefers Chinese",
+            "--json",
+        )
         assert put.returncode == 0, put.stderr
         assert json.loads(put.stdout)["result"]["version"] == 1
 

@@ -35,8 +35,14 @@ def owner_on_shard(tenant: str, shard: int, shards: int, stem: str = "c") -> str
 
 
 def raw_command(tenant: str, key: str, **fields: object) -> bytes:
-    base: dict[object, object] = {"op": "put", "id": f"h{time.time_ns()}", "tenant": tenant,
-                                  "agent": "hostile", "ts": time.time(), "key": key}  # fmt: skip
+    base: dict[object, object] = {
+        "op": "put",
+        "id": f"h{time.time_ns()}",
+        "tenant": tenant,
+        "agent": "hostile",
+        "ts": time.time(),
+        "key": key,
+    }
     base.update(fields)
     return msgspec.msgpack.encode(base)
 
@@ -44,8 +50,9 @@ def raw_command(tenant: str, key: str, **fields: object) -> bytes:
 async def canary_delay(settings: Settings, shard: int, tenant: str = "canary") -> float:
     """Seconds until another tenant's put on ``shard`` is applied (inf: not in time)."""
     owner = owner_on_shard(tenant, shard, settings.shards)
-    async with await MemoryClient.connect(settings.nats_url, tenant=tenant, shards=settings.shards,
-                                          timeout=CANARY_LIMIT_S) as client:  # fmt: skip
+    async with await MemoryClient.connect(
+        settings.nats_url, tenant=tenant, shards=settings.shards, timeout=CANARY_LIMIT_S
+    ) as client:
         started = time.monotonic()
         try:
             receipt = await client.put(f"{owner}:alive", time.time(), wait="applied")
@@ -63,8 +70,9 @@ async def dead_letters(settings: Settings) -> list[DeadLetter]:
         await nc.close()
 
 
-async def publish(settings: Settings, subject: str, data: bytes,
-                  headers: dict[str, str] | None = None) -> None:  # fmt: skip
+async def publish(
+    settings: Settings, subject: str, data: bytes, headers: dict[str, str] | None = None
+) -> None:
     nc = await connect_nats(settings, "containment-publisher")
     try:
         await nc.jetstream().publish(subject, data, headers=headers)
@@ -84,8 +92,11 @@ async def stack(isolated: Settings):  # type: ignore[no-untyped-def]
 async def test_a_patch_with_mixed_map_keys_is_refused_and_its_shard_goes_on(stack) -> None:
     settings, _ = stack
     shard = naming.shard_for("acme", "user:u1", settings.shards)
-    await publish(settings, naming.command_subject("acme", shard, "hostile"),
-                  raw_command("acme", "user:u1:nowhere", op="patch", patch={"a": 1, 2: 3}))
+    await publish(
+        settings,
+        naming.command_subject("acme", shard, "hostile"),
+        raw_command("acme", "user:u1:nowhere", op="patch", patch={"a": 1, 2: 3}),
+    )
     assert await canary_delay(settings, shard) < CANARY_LIMIT_S
     (letter,) = await dead_letters(settings)
     assert "map_keys" in letter.reason, letter.reason
@@ -97,8 +108,12 @@ async def test_a_batch_of_50000_nils_is_refused_whole_without_a_flood_of_logs(
     settings, _ = stack
     shard = naming.shard_for("acme", "user:u1", settings.shards)
     caplog.set_level(logging.INFO, logger="zeromem")
-    await publish(settings, naming.command_subject("acme", shard, "hostile"),
-                  encode_batch([b"\xc0"] * 50_000), headers={naming.BATCH_HEADER: "50000"})
+    await publish(
+        settings,
+        naming.command_subject("acme", shard, "hostile"),
+        encode_batch([b"\xc0"] * 50_000),
+        headers={naming.BATCH_HEADER: "50000"},
+    )
     assert await canary_delay(settings, shard) < CANARY_LIMIT_S
     letters = await dead_letters(settings)
     assert len(letters) == 1 and "batch_commands" in letters[0].reason, letters[:2]
@@ -111,8 +126,11 @@ async def test_a_600_deep_nested_patch_is_refused_at_admission(stack) -> None:
     settings, _ = stack
     shard = naming.shard_for("acme", "user:u1", settings.shards)
     deep = msgspec.Raw(b"\x91" * 600 + b"\xc0")
-    await publish(settings, naming.command_subject("acme", shard, "hostile"),
-                  raw_command("acme", "user:u1:k", op="patch", patch={"a": deep}))
+    await publish(
+        settings,
+        naming.command_subject("acme", shard, "hostile"),
+        raw_command("acme", "user:u1:k", op="patch", patch={"a": deep}),
+    )
     assert await canary_delay(settings, shard) < CANARY_LIMIT_S
     (letter,) = await dead_letters(settings)
     assert "nesting_depth" in letter.reason, letter.reason
@@ -123,8 +141,11 @@ async def test_a_forget_with_a_non_finite_bound_is_refused(stack) -> None:
     # retried for ever.
     settings, _ = stack
     shard = naming.shard_for("acme", "user:u1", settings.shards)
-    await publish(settings, naming.command_subject("acme", shard, "hostile"),
-                  raw_command("acme", "user:u1", op="forget", since=float("nan")))
+    await publish(
+        settings,
+        naming.command_subject("acme", shard, "hostile"),
+        raw_command("acme", "user:u1", op="forget", since=float("nan")),
+    )
     assert await canary_delay(settings, shard) < CANARY_LIMIT_S
     (letter,) = await dead_letters(settings)
     assert "non_finite" in letter.reason, letter.reason
@@ -138,20 +159,27 @@ async def test_a_command_the_engine_cannot_handle_is_rejected_and_dead_lettered(
     worker = services.workers[0]
     original = worker.engine.decide
 
-    def decide(command, key, state, now):  # type: ignore[no-untyped-def]
+    def decide(command, key, state, now, importing=False):  # type: ignore[no-untyped-def]
         if key.endswith(":boom"):
             raise ZeroDivisionError("boom")
-        return original(command, key, state, now)
+        return original(command, key, state, now, importing)
 
     worker.engine.decide = decide
     shard = naming.shard_for("acme", "user:u1", settings.shards)
-    parts = [raw_command("acme", f"user:u1:{name}", value=i)
-             for i, name in enumerate(("before", "boom", "after"))]  # fmt: skip
-    await publish(settings, naming.command_subject("acme", shard, "hostile"), encode_batch(parts),
-                  headers={naming.BATCH_HEADER: "3"})
+    parts = [
+        raw_command("acme", f"user:u1:{name}", value=i)
+        for i, name in enumerate(("before", "boom", "after"))
+    ]
+    await publish(
+        settings,
+        naming.command_subject("acme", shard, "hostile"),
+        encode_batch(parts),
+        headers={naming.BATCH_HEADER: "3"},
+    )
     assert await canary_delay(settings, shard) < CANARY_LIMIT_S
-    async with await MemoryClient.connect(settings.nats_url, tenant="acme",
-                                          shards=settings.shards) as client:  # fmt: skip
+    async with await MemoryClient.connect(
+        settings.nats_url, tenant="acme", shards=settings.shards
+    ) as client:
         assert (await client.get("user:u1:before")) is not None
         assert (await client.get("user:u1:after")) is not None
         assert (await client.get("user:u1:boom")) is None
@@ -178,8 +206,11 @@ async def test_a_failure_that_keeps_recurring_is_dead_lettered_after_bounded_att
 
     worker._publish_audit = publish_audit
     shard = naming.shard_for("acme", "user:u1", settings.shards)
-    await publish(settings, naming.command_subject("acme", shard, "hostile"),
-                  raw_command("acme", "user:u1:poison", value=1))
+    await publish(
+        settings,
+        naming.command_subject("acme", shard, "hostile"),
+        raw_command("acme", "user:u1:poison", value=1),
+    )
     assert await canary_delay(settings, shard) < CANARY_LIMIT_S + 3.0  # the attempts' backoff
     letters = await dead_letters(settings)
     assert any("ValueError" in letter.reason for letter in letters), letters

@@ -10,8 +10,12 @@ from zeromem.sdk import MemoryClient
 
 
 def test_the_demo_runs_and_prints_the_savings() -> None:
-    out = subprocess.run([sys.executable, "-m", "zeromem.demo", "--turns", "30"],
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "zeromem.demo", "--turns", "30"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "tokens if each turn carried its history" in out.stdout
     assert "saved against history" in out.stdout
@@ -40,6 +44,9 @@ async def test_stats_of_another_tenant_are_refused(client: MemoryClient) -> None
     from zeromem import naming
     from zeromem.schemas import StatsRequest, encode
 
-    msg = await client.nc.request(naming.query_subject(client.tenant, client.agent, "stats"),
-                                  encode(StatsRequest(tenant=client.tenant + "x")), timeout=5)
+    msg = await client.nc.request(
+        naming.query_subject(client.tenant, client.agent, "stats"),
+        encode(StatsRequest(tenant=client.tenant + "x")),
+        timeout=5,
+    )
     assert msg.headers and msg.headers.get(naming.ERROR_HEADER) == "bad_request"

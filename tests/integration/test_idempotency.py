@@ -16,21 +16,30 @@ from zeromem.worker.service import WorkerService
 async def test_same_command_id_published_twice_is_applied_once(
     client: MemoryClient, running
 ) -> None:
-    command = Put(id="dup-cmd-1", tenant=client.tenant, agent=client.agent, ts=time.time(),
-                  key="user:u1:counter", value=1)  # fmt: skip
+    command = Put(
+        id="dup-cmd-1",
+        tenant=client.tenant,
+        agent=client.agent,
+        ts=time.time(),
+        key="user:u1:counter",
+        value=1,
+    )
     first = await client.send(command, wait="applied")
     again = await client.send(command, wait="stored")
     assert first.version == 1 and again.duplicate  # JetStream's own dedupe window caught it
 
     # Past the dedupe window (simulated with a different message id), the worker's record
     # of the command id answers with the original result and applies nothing.
-    subject = naming.command_subject(client.tenant,
-                                     naming.shard_for(client.tenant, "user:u1", running.shards),
-                                     client.agent)  # fmt: skip
+    subject = naming.command_subject(
+        client.tenant, naming.shard_for(client.tenant, "user:u1", running.shards), client.agent
+    )
     inbox = client.nc.new_inbox()
     sub = await client.nc.subscribe(inbox)
-    await client.js.publish(subject, encode(command),
-                            headers={naming.MSG_ID_HEADER: "other-id", naming.REPLY_HEADER: inbox})
+    await client.js.publish(
+        subject,
+        encode(command),
+        headers={naming.MSG_ID_HEADER: "other-id", naming.REPLY_HEADER: inbox},
+    )
     msg = await sub.next_msg(timeout=5)
     result = decode_result(msg.data)
     assert result.command_id == "dup-cmd-1" and result.version == 1
@@ -54,8 +63,9 @@ async def test_worker_killed_after_apply_before_ack_applies_nothing_twice(isolat
     shards = list(range(settings.shards))
     crashing = await CrashAfterCommit(settings, shards, nc=nc, redis=redis).start()
     await crashing.wait_owned()
-    async with await MemoryClient.connect(settings.nats_url, tenant="acme",
-                                          shards=settings.shards) as c:  # fmt: skip
+    async with await MemoryClient.connect(
+        settings.nats_url, tenant="acme", shards=settings.shards
+    ) as c:
         for i in range(20):
             await c.put("task:t7:step", i)
         await c.flush()
@@ -93,8 +103,9 @@ async def test_duplicates_inside_one_batch_message_apply_once(
     window) is answered with its stored result; what follows it for the same memory is
     decided on what Redis holds, not on a second apply that never happened."""
     tenant, key = client.tenant, "user:u7:plan"
-    subject = naming.command_subject(tenant, naming.shard_for(tenant, "user:u7", running.shards),
-                                     client.agent)
+    subject = naming.command_subject(
+        tenant, naming.shard_for(tenant, "user:u7", running.shards), client.agent
+    )
 
     def put(cid: str, value: int) -> Put:
         return Put(id=cid, tenant=tenant, agent=client.agent, ts=time.time(), key=key, value=value)
@@ -105,8 +116,11 @@ async def test_duplicates_inside_one_batch_message_apply_once(
     async def publish_batch(commands: list[object], msg_id: str) -> list[Result]:
         inbox = client.nc.new_inbox()
         sub = await client.nc.subscribe(inbox)
-        headers = {naming.BATCH_HEADER: str(len(commands)), naming.MSG_ID_HEADER: msg_id,
-                   naming.REPLY_HEADER: inbox}  # fmt: skip
+        headers = {
+            naming.BATCH_HEADER: str(len(commands)),
+            naming.MSG_ID_HEADER: msg_id,
+            naming.REPLY_HEADER: inbox,
+        }
         await client.js.publish(
             subject, encode_batch([encode(c) for c in commands]), headers=headers
         )
@@ -114,12 +128,22 @@ async def test_duplicates_inside_one_batch_message_apply_once(
         await sub.unsubscribe()
         return replies  # the worker answers in the batch's order
 
-    first = await publish_batch([put("b-x", 1), put("b-y", 2), put("b-x", 1), like("b-z"),
-                                 put("b-w", 3)], "batch-1")  # fmt: skip
+    first = await publish_batch(
+        [put("b-x", 1), put("b-y", 2), put("b-x", 1), like("b-z"), put("b-w", 3)], "batch-1"
+    )
     assert [(r.command_id, r.version) for r in first] == [
-        ("b-x", 1), ("b-y", 2), ("b-x", 1), ("b-z", 2), ("b-w", 3)]  # fmt: skip
+        ("b-x", 1),
+        ("b-y", 2),
+        ("b-x", 1),
+        ("b-z", 2),
+        ("b-w", 3),
+    ]
     again = await publish_batch([like("b-z"), like("b-v"), put("b-w", 3), put("b-u", 4)], "batch-2")
     assert [(r.command_id, r.version) for r in again] == [
-        ("b-z", 2), ("b-v", 3), ("b-w", 3), ("b-u", 4)]  # fmt: skip
+        ("b-z", 2),
+        ("b-v", 3),
+        ("b-w", 3),
+        ("b-u", 4),
+    ]
     item = await client.get(key)
     assert item.version == 4 and item.value == 4 and item.feedback.liked == 2

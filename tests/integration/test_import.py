@@ -35,16 +35,24 @@ async def importer(running: Settings, tenant: str) -> AsyncIterator[MemoryClient
     """A client with the operator's credential: an agent's may not publish on the import
     subjects (its permissions name only its own command subjects), so only the
     operator's tools backdate."""
-    async with await MemoryClient.connect(running.nats_url, tenant=tenant, agent="importer",
-                                          shards=running.shards, settings=running) as c:
+    async with await MemoryClient.connect(
+        running.nats_url, tenant=tenant, agent="importer", shards=running.shards, settings=running
+    ) as c:
         yield c
 
 
 async def test_the_import_subject_takes_original_times(importer: MemoryClient) -> None:
     created, updated = time.time() - 400 * DAY, time.time() - 399 * DAY
-    command = Put(id="imp-1", tenant=importer.tenant, agent="importer", ts=created,
-                  key="conv:c2:t1", value="Mara: I adopted a beagle", created_at=created,
-                  updated_at=updated)  # fmt: skip
+    command = Put(
+        id="imp-1",
+        tenant=importer.tenant,
+        agent="importer",
+        ts=created,
+        key="conv:c2:t1",
+        value="Mara: I adopted a beagle",
+        created_at=created,
+        updated_at=updated,
+    )
     receipt = await importer.send(command, "applied", importing=True)
     assert receipt.status == "applied"
     item = await importer.get("conv:c2:t1")
@@ -52,8 +60,16 @@ async def test_the_import_subject_takes_original_times(importer: MemoryClient) -
     reply = await importer.recall("beagle", owners=["conv:c2"])
     assert reply.memories[0].updated_at == updated
     assert reply.context.startswith("[" + time.strftime("%Y-%m-%d", time.gmtime(updated)))
-    backwards = Put(id="imp-2", tenant=importer.tenant, agent="importer", ts=created,
-                    key="conv:c2:t2", value="x", created_at=updated, updated_at=created)
+    backwards = Put(
+        id="imp-2",
+        tenant=importer.tenant,
+        agent="importer",
+        ts=created,
+        key="conv:c2:t2",
+        value="x",
+        created_at=updated,
+        updated_at=created,
+    )
     refused = await importer.send(backwards, "applied", importing=True)
     assert refused.status == "rejected" and "before created_at" in refused.reason
 
@@ -62,17 +78,21 @@ def _write(path: Path, rows: list[dict[str, object]]) -> None:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
 
-async def test_zeromem_import_is_idempotent_and_resumes(importer: MemoryClient,
-                                                         tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_zeromem_import_is_idempotent_and_resumes(
+    importer: MemoryClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import zeromem.sdk.importer as importer_module
 
     monkeypatch.setattr(importer_module, "CHECKPOINT_LINES", 10)
     rows: list[dict[str, object]] = [
-        {"key": f"conv:c3:t{i:03d}", "value": f"Mara: turn number {i} about gardening",
-         "type": "message", "created_at": f"2023-03-{1 + i % 28:02d}T18:00:00Z"}
+        {
+            "key": f"conv:c3:t{i:03d}",
+            "value": f"Mara: turn number {i} about gardening",
+            "type": "message",
+            "created_at": f"2023-03-{1 + i % 28:02d}T18:00:00Z",
+        }
         for i in range(35)
-    ]  # fmt: skip
+    ]
     rows.insert(20, {"key": "conv:c3:bad", "colour": "blue"})
     path = tmp_path / "turns.jsonl"
     _write(path, rows)

@@ -70,7 +70,8 @@ async def test_archive_recall_restore_round_trip(client: MemoryClient, running) 
     assert item.tags == before.tags and item.created_at == before.created_at
     assert item.feedback.important == 1 and item.archived_at is None
     assert [m.key for m in (await client.recall("Lisbon trip", owners=[owner])).memories] == [
-        f"{owner}:trip"]  # fmt: skip
+        f"{owner}:trip"
+    ]
     again = await client.restore(f"{owner}:trip")
     assert again.status == "rejected" and again.reason.startswith("exists")
     missing = await client.restore(f"{owner}:nothing")
@@ -83,8 +84,9 @@ async def test_archive_recall_restore_round_trip(client: MemoryClient, running) 
 
 
 async def test_the_schedule_archives_old_memories_of_every_owner(running, tenant: str) -> None:
-    async with await MemoryClient.connect(running.nats_url, tenant=tenant,
-                                          shards=running.shards) as client:  # fmt: skip
+    async with await MemoryClient.connect(
+        running.nats_url, tenant=tenant, shards=running.shards
+    ) as client:
         for owner in ("task:t1", "task:t2", "user:u1"):
             await client.put(f"{owner}:a", "old", wait="applied")
         cutoff = time.time()
@@ -97,7 +99,9 @@ async def test_the_schedule_archives_old_memories_of_every_owner(running, tenant
             owners = [o async for o in owners_to_archive(redis, tenant, cutoff)]
             assert owners == ["task:t1", "task:t2", "user:u1"]
             assert [o async for o in owners_to_archive(redis, tenant, cutoff, prefix="task:")] == [
-                "task:t1", "task:t2"]  # fmt: skip
+                "task:t1",
+                "task:t2",
+            ]
             sent = await schedule_archive(nc, redis, running, cutoff, tenants=[tenant])
             assert sent == 3
             for _ in range(100):

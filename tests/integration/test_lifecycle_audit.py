@@ -20,10 +20,12 @@ async def test_audit_trail_of_a_scripted_session(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     # each agent on a connection of its own: its credential is for that agent alone
-    planner = await MemoryClient.connect(running.nats_url, tenant=client.tenant, agent="planner",
-                                         shards=running.shards)  # fmt: skip
-    coder = await MemoryClient.connect(running.nats_url, tenant=client.tenant, agent="coder",
-                                       shards=running.shards)  # fmt: skip
+    planner = await MemoryClient.connect(
+        running.nats_url, tenant=client.tenant, agent="planner", shards=running.shards
+    )
+    coder = await MemoryClient.connect(
+        running.nats_url, tenant=client.tenant, agent="coder", shards=running.shards
+    )
     steps = [
         await planner.put("task:t42:status", "planned", expected_version=0, wait="applied"),
         await coder.put("task:t42:status", "mine", expected_version=0, wait="applied"),  # conflict
@@ -49,10 +51,21 @@ async def test_audit_trail_of_a_scripted_session(
         await coder.patch("user:u1:bank", {"pin": "hunter2"}, wait="applied"),
         await planner.delete("task:t42:status", wait="applied"),
     ]
-    assert [s.status for s in steps] == ["applied", "conflict", "applied", "applied", "applied",
-                                         "applied", "applied", "rejected", "applied", "applied"]
-    logging.getLogger("zeromem.test").warning("agent sent password=%s and token: %s",
-                                              "hunter2", "tok-9f8e7d")  # fmt: skip
+    assert [s.status for s in steps] == [
+        "applied",
+        "conflict",
+        "applied",
+        "applied",
+        "applied",
+        "applied",
+        "applied",
+        "rejected",
+        "applied",
+        "applied",
+    ]
+    logging.getLogger("zeromem.test").warning(
+        "agent sent password=%s and token: %s", "hunter2", "tok-9f8e7d"
+    )
     assert (await coder.get("user:u1:profile")).value["password"] == "hunter3"
     await coder.list("user:u1:")
     await planner.recall("Ada profile", owners=["user:u1"])
@@ -85,8 +98,11 @@ async def test_audit_trail_of_a_scripted_session(
     assert writes[5].detail["content"] == "profile of Ada"
     assert writes[8].detail == {"fields": ["pin"]}
     reads = [e for e in trail if e.kind == "read"]
-    assert [(e.agent, e.op) for e in reads] == [("coder", "get"), ("coder", "list"),
-                                                ("planner", "recall")]  # fmt: skip
+    assert [(e.agent, e.op) for e in reads] == [
+        ("coder", "get"),
+        ("coder", "list"),
+        ("planner", "recall"),
+    ]
     assert reads[0].keys == ("user:u1:profile",) and "user:u1:profile" in reads[1].keys
     text = msgspec.json.encode(trail).decode()
     for secret in SECRETS:

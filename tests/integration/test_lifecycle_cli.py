@@ -13,34 +13,62 @@ ZEROMEM = [sys.executable, "-m", "zeromem.cli.main"]
 
 
 async def cli(settings, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
-    env = dict(os.environ, ZEROMEM_NATS_URL=settings.nats_url,
-               ZEROMEM_REDIS_URL=settings.redis_url, ZEROMEM_SHARDS=str(settings.shards),
-               COLUMNS="200")  # fmt: skip
-    proc = await asyncio.create_subprocess_exec(*ZEROMEM, *args, env=env,
-                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = dict(
+        os.environ,
+        ZEROMEM_NATS_URL=settings.nats_url,
+        ZEROMEM_REDIS_URL=settings.redis_url,
+        ZEROMEM_SHARDS=str(settings.shards),
+        COLUMNS="200",
+    )
+    proc = await asyncio.create_subprocess_exec(
+        *ZEROMEM, *args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     return subprocess.CompletedProcess(args, proc.returncode or 0, out.decode(), err.decode())
 
 
 async def test_lifecycle_from_the_command_line(running, tenant: str) -> None:
     t = ("--tenant", tenant)
-    put = await cli(running, "put", "user:u1:vault", '{"code": "Zurich-1234"}', "--content",
-                    "vault code Zurich-1234", "--sensitive", "--agent", "ops", "--json", *t)
+    put = await cli(
+        running,
+        "put",
+        "user:u1:vault",
+        '{"code": "Zurich-1234"}',
+        "--content",
+        "vault code Zurich-1234",
+        "--sensitive",
+        "--agent",
+        "ops",
+        "--json",
+        *t,
+    )
     assert put.returncode == 0, put.stderr
-    note = await cli(running, "put", "user:u1:note", '"buy milk"', "--content",
-                     "buy oat milk on the way home", *t)  # fmt: skip
+    note = await cli(
+        running,
+        "put",
+        "user:u1:note",
+        '"buy milk"',
+        "--content",
+        "buy oat milk on the way home",
+        *t,
+    )
     assert note.returncode == 0, note.stderr
-    watch = asyncio.create_task(cli(running, "watch", "user:u1:*", "--since-minutes", "5",
-                                    "--count", "3", "--json", *t))  # fmt: skip
+    watch = asyncio.create_task(
+        cli(running, "watch", "user:u1:*", "--since-minutes", "5", "--count", "3", "--json", *t)
+    )
 
     archived = await cli(running, "archive", "--older-than-days", "0", "--json", *t)
     assert archived.returncode == 0, archived.stderr
-    assert json.loads(archived.stdout) == {"owners": 1, "archived": 2,
-                                           "keys": ["user:u1:note", "user:u1:vault"]}  # fmt: skip
+    assert json.loads(archived.stdout) == {
+        "owners": 1,
+        "archived": 2,
+        "keys": ["user:u1:note", "user:u1:vault"],
+    }
     recalled = await cli(running, "recall", "oat milk", "--owner", "user:u1", "--json", *t)
     assert json.loads(recalled.stdout).get("memories", []) == []
-    recalled = await cli(running, "recall", "oat milk", "--owner", "user:u1",
-                         "--include-archived", "--json", *t)  # fmt: skip
+    recalled = await cli(
+        running, "recall", "oat milk", "--owner", "user:u1", "--include-archived", "--json", *t
+    )
     memories = json.loads(recalled.stdout)["memories"]
     assert [(m["key"], m["archived"]) for m in memories] == [("user:u1:note", True)]
     restored = await cli(running, "restore", "user:u1:note", "--json", *t)
@@ -48,7 +76,10 @@ async def test_lifecycle_from_the_command_line(running, tenant: str) -> None:
 
     events = [json.loads(line) for line in (await watch).stdout.splitlines()]
     assert [(e["result"]["op"], e["result"]["key"]) for e in events] == [
-        ("put", "user:u1:vault"), ("put", "user:u1:note"), ("archive", "user:u1")]
+        ("put", "user:u1:vault"),
+        ("put", "user:u1:note"),
+        ("archive", "user:u1"),
+    ]
 
     forgot = await cli(running, "forget", "user:u1", "--last-minutes", "10", *t)
     assert forgot.returncode == 0, forgot.stderr
@@ -56,8 +87,11 @@ async def test_lifecycle_from_the_command_line(running, tenant: str) -> None:
 
     trail = await cli(running, "audit", "--key", "user:u1:vault", "--json", *t)
     records = json.loads(trail.stdout)
-    assert [(r["op"], r["status"]) for r in records] == [("put", "applied"), ("archive", "applied"),
-                                                         ("forget", "applied")]  # fmt: skip
+    assert [(r["op"], r["status"]) for r in records] == [
+        ("put", "applied"),
+        ("archive", "applied"),
+        ("forget", "applied"),
+    ]
     assert "Zurich-1234" not in trail.stdout
     by_agent = await cli(running, "audit", "--agent", "ops", *t)
     assert by_agent.returncode == 0 and "user:u1:vault" in by_agent.stdout

@@ -43,10 +43,18 @@ async def test_an_expired_memory_leaves_no_trace_in_any_index(
 ) -> None:
     owner = "session:s9"
     doomed = f"{owner}:scratch"
-    await client.put(doomed, {"note": "x"}, content="ephemeral zebra scratchpad",
-                     tags=("tmp", "zebra"), type="decision", ttl=0.6, wait="applied")  # fmt: skip
-    kept = await client.put(f"{owner}:keep", "kept", content="durable giraffe note",
-                            tags=("tmp",), wait="applied")  # fmt: skip
+    await client.put(
+        doomed,
+        {"note": "x"},
+        content="ephemeral zebra scratchpad",
+        tags=("tmp", "zebra"),
+        type="decision",
+        ttl=0.6,
+        wait="applied",
+    )
+    kept = await client.put(
+        f"{owner}:keep", "kept", content="durable giraffe note", tags=("tmp",), wait="applied"
+    )
     await client.feedback(doomed, "liked", wait="applied")
     assert (await client.recall("zebra scratchpad", owners=[owner])).memories
 
@@ -64,8 +72,13 @@ async def test_an_expired_memory_leaves_no_trace_in_any_index(
         stats = {k.decode(): int(v) for k, v in state[keys.owner_stats(owner)].items() if int(v)}
         live_doc = await redis.hget(keys.item(kept.key), "dl")
         live_tok = await redis.hget(keys.item(kept.key), "tk:cl100k_base")
-        assert stats == {"n": 1, "n:fact": 1, "len": int(live_doc), "tok": int(live_tok),
-                         "tok:fact": int(live_tok)}  # fmt: skip
+        assert stats == {
+            "n": 1,
+            "n:fact": 1,
+            "len": int(live_doc),
+            "tok": int(live_tok),
+            "tok:fact": int(live_tok),
+        }
     finally:
         await redis.aclose()
     assert await client.get(doomed) is None
@@ -78,8 +91,10 @@ async def test_an_expired_memory_leaves_no_trace_in_any_index(
 
 
 async def _gone(redis, keys: naming.RedisKeys, key: str) -> bool:  # type: ignore[no-untyped-def]
-    return await redis.zscore(keys.expiring(), key) is None and await redis.hget(
-        keys.item(key), "d") == b""  # fmt: skip
+    return (
+        await redis.zscore(keys.expiring(), key) is None
+        and await redis.hget(keys.item(key), "d") == b""
+    )
 
 
 async def test_a_write_after_expiry_takes_the_same_version_whether_reaped_or_not(

@@ -80,8 +80,9 @@ async def test_cooperating_agents_demo(running, tenant: str) -> None:
     sys.modules[spec.name] = module  # type: ignore[union-attr]  # its dataclasses look it up
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     lines: list[str] = []
-    report = await module.run_demo(running.nats_url, tenant=tenant, shards=running.shards,
-                                   say=lines.append)  # fmt: skip
+    report = await module.run_demo(
+        running.nats_url, tenant=tenant, shards=running.shards, say=lines.append
+    )
     steps = report.final["steps_done"]
     assert sorted(steps) == sorted([f"{a}:{i}" for a in ("alice", "bob") for i in range(5)])
     assert report.version == 11  # created, then exactly one version per step

@@ -12,13 +12,21 @@ from zeromem.worker.service import _coalesce_feedback
 
 async def test_50_agents_times_100_feedback_count_exactly_5000(running, tenant: str) -> None:
     key = "team:core:playbook"
-    nc_clients = [await MemoryClient.connect(running.nats_url, tenant=tenant, agent="conn",
-                                             shards=running.shards) for _ in range(5)]  # fmt: skip
+    nc_clients = [
+        await MemoryClient.connect(
+            running.nats_url, tenant=tenant, agent="conn", shards=running.shards
+        )
+        for _ in range(5)
+    ]
     try:
         await nc_clients[0].put(key, "ship on Fridays", wait="applied")
         # 50 agents at once, each on its connection (a credential is for one agent)
-        agents = [await MemoryClient.connect(running.nats_url, tenant=tenant, agent=f"agent-{i}",
-                                             shards=running.shards) for i in range(50)]  # fmt: skip
+        agents = [
+            await MemoryClient.connect(
+                running.nats_url, tenant=tenant, agent=f"agent-{i}", shards=running.shards
+            )
+            for i in range(50)
+        ]
         nc_clients += agents
         kinds = ("liked", "liked", "important", "disliked")
 
@@ -49,19 +57,25 @@ async def test_50_agents_times_100_feedback_count_exactly_5000(running, tenant: 
 
 
 def _outcome(i: int, action: str, key: str = "team:x:k", field: str = "fl") -> Outcome:
-    command = (Feedback(id=f"f{i}", tenant="t", agent="a", ts=1.0, key=key,
-                        kind=FeedbackKind.LIKED)
-               if action == COUNT_FEEDBACK
-               else Put(id=f"p{i}", tenant="t", agent="a", ts=1.0, key=key))
+    command = (
+        Feedback(id=f"f{i}", tenant="t", agent="a", ts=1.0, key=key, kind=FeedbackKind.LIKED)
+        if action == COUNT_FEEDBACK
+        else Put(id=f"p{i}", tenant="t", agent="a", ts=1.0, key=key)
+    )
     result = Applied(command_id=command.id, tenant="t", key=key, op="feedback")
     return Outcome(command, key, result, action=action, feedback_field=field)
 
 
 def test_coalescing_folds_runs_and_never_crosses_a_write() -> None:
-    outcomes = [_outcome(0, COUNT_FEEDBACK), _outcome(1, COUNT_FEEDBACK),
-                _outcome(2, COUNT_FEEDBACK, field="fi"), _outcome(3, WRITE),
-                _outcome(4, COUNT_FEEDBACK), _outcome(5, COUNT_FEEDBACK, key="team:x:other"),
-                _outcome(6, COUNT_FEEDBACK)]  # fmt: skip
+    outcomes = [
+        _outcome(0, COUNT_FEEDBACK),
+        _outcome(1, COUNT_FEEDBACK),
+        _outcome(2, COUNT_FEEDBACK, field="fi"),
+        _outcome(3, WRITE),
+        _outcome(4, COUNT_FEEDBACK),
+        _outcome(5, COUNT_FEEDBACK, key="team:x:other"),
+        _outcome(6, COUNT_FEEDBACK),
+    ]
     kept, at, followed = _coalesce_feedback(outcomes, list(range(7)))
     assert at == [0, 2, 3, 4, 5]
     assert followed == {0: [1], 4: [6]}

@@ -19,8 +19,10 @@ async def _live_keys(client: MemoryClient, prefix: str) -> set[str]:
 async def test_forget_by_prefix_removes_exactly_what_came_before_it(running, tenant: str) -> None:
     owner = "session:s1"
     url, shards = running.nats_url, running.shards
-    clients = [await MemoryClient.connect(url, tenant=tenant, agent=f"w{i}", shards=shards)
-               for i in range(3)]  # fmt: skip
+    clients = [
+        await MemoryClient.connect(url, tenant=tenant, agent=f"w{i}", shards=shards)
+        for i in range(3)
+    ]
     try:
         seqs: dict[str, int] = {}
         forget_seq = 0
@@ -76,8 +78,9 @@ async def test_forget_the_last_minutes_of_a_session_under_concurrent_writes(
     since = time.time()
     await asyncio.sleep(0.05)
     recent = [await client.put(f"{owner}:recent{i}", i, wait="applied") for i in range(10)]
-    other = await MemoryClient.connect(running.nats_url, tenant=client.tenant, agent="late",
-                                       shards=running.shards)  # fmt: skip
+    other = await MemoryClient.connect(
+        running.nats_url, tenant=client.tenant, agent="late", shards=running.shards
+    )
     late_seqs: dict[str, int] = {}
 
     async def late_writer() -> None:
@@ -93,8 +96,9 @@ async def test_forget_the_last_minutes_of_a_session_under_concurrent_writes(
     forgot = set(forget.result.keys)
     assert {r.key for r in recent} <= forgot and not ({r.key for r in early} & forgot)
     # a late write is forgotten exactly when it came before the forget in the owner's order
-    assert {k for k in late_seqs if k in forgot} == {k for k, s in late_seqs.items()
-                                                     if s < forget.stream_seq}  # fmt: skip
+    assert {k for k in late_seqs if k in forgot} == {
+        k for k, s in late_seqs.items() if s < forget.stream_seq
+    }
     for _ in range(100):
         live = await _live_keys(client, f"{owner}:")
         if len(live) == 10 + 40 - len({k for k in late_seqs if k in forgot}):

@@ -73,15 +73,22 @@ async def _workload(client: MemoryClient, rng: random.Random, owners: list[str])
                 key = f"{owner}:k{rng.randint(0, 5)}"
                 roll = rng.random()
                 if roll < 0.45:
-                    await client.put(key, {"r": round_, "v": rng.randint(0, 99)}, content=content(),
-                                     type=rng.choice(TYPES),
-                                     tags=tuple(rng.sample(WORDS[:6], rng.randint(0, 2))),
-                                     ttl=3600 if rng.random() < 0.1 else None,
-                                     refresh_on_read=rng.random() < 0.05,
-                                     sensitive=rng.random() < 0.05)  # fmt: skip
+                    await client.put(
+                        key,
+                        {"r": round_, "v": rng.randint(0, 99)},
+                        content=content(),
+                        type=rng.choice(TYPES),
+                        tags=tuple(rng.sample(WORDS[:6], rng.randint(0, 2))),
+                        ttl=3600 if rng.random() < 0.1 else None,
+                        refresh_on_read=rng.random() < 0.05,
+                        sensitive=rng.random() < 0.05,
+                    )
                 elif roll < 0.6:
-                    await client.patch(key, {"p": rng.randint(0, 9)},
-                                       content=content() if rng.random() < 0.5 else None)
+                    await client.patch(
+                        key,
+                        {"p": rng.randint(0, 9)},
+                        content=content() if rng.random() < 0.5 else None,
+                    )
                 elif roll < 0.7:
                     await client.put(key, "cas", expected_version=rng.randint(0, 4))
                 elif roll < 0.77:
@@ -113,8 +120,14 @@ def _archive(client: MemoryClient, owner: str, cutoff: float):  # type: ignore[n
     from zeromem.ids import new_command_id
     from zeromem.schemas import Archive
 
-    return Archive(id=new_command_id(), tenant=client.tenant, agent=client.agent, ts=time.time(),
-                   key=owner, older_than=cutoff)  # fmt: skip
+    return Archive(
+        id=new_command_id(),
+        tenant=client.tenant,
+        agent=client.agent,
+        ts=time.time(),
+        key=owner,
+        older_than=cutoff,
+    )
 
 
 async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
@@ -127,12 +140,14 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
         sent = 0
         for tenant, n_owners in (("rb-one", 120), ("rb-two", 40)):
             owners = [f"{ns}:o{i}" for i in range(n_owners) for ns in ("user", "task")][:n_owners]
-            async with await MemoryClient.connect(settings.nats_url, tenant=tenant, agent="load",
-                                                  shards=settings.shards) as client:  # fmt: skip
+            async with await MemoryClient.connect(
+                settings.nats_url, tenant=tenant, agent="load", shards=settings.shards
+            ) as client:
                 sent += await _workload(client, rng, owners)
                 # one message that is no command at all
-                await client.nc.publish(naming.command_subject(tenant, 0, "load"),
-                                        b"\xc1 not msgpack")
+                await client.nc.publish(
+                    naming.command_subject(tenant, 0, "load"), b"\xc1 not msgpack"
+                )
                 await _settle(client, settings.shards, nc)
         assert sent >= 10_000
         worker = services.workers[0]
@@ -148,8 +163,10 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
         assert differences(before, after) == []
         assert after == before
         assert report.commands >= sent
-        print(f"\nrebuild: {report.commands} commands, {n_items} memory hashes, "
-              f"{len(before)} redis keys in {report.seconds:.2f}s")  # fmt: skip
+        print(
+            f"\nrebuild: {report.commands} commands, {n_items} memory hashes, "
+            f"{len(before)} redis keys in {report.seconds:.2f}s"
+        )
 
         # a tenant alone, while the other tenant's state stays as it is
         await redis.delete(*[k for k in before if k.startswith("zm:rb-two:")][:50])
@@ -164,20 +181,25 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
 
         # the workers take their shards back and apply nothing twice; new commands follow
         await services.workers[0].wait_owned(timeout=15)
-        async with await MemoryClient.connect(settings.nats_url, tenant="rb-one", agent="after",
-                                              shards=settings.shards) as client:  # fmt: skip
+        async with await MemoryClient.connect(
+            settings.nats_url, tenant="rb-one", agent="after", shards=settings.shards
+        ) as client:
             current = (await client.get("user:o0:k0")) or None
             receipt = await client.put("user:o0:k0", "after the rebuild", wait="applied")
-            expected = (current.version if current else int(
-                before.get(naming.RedisKeys("rb-one").item("user:o0:k0"), {}).get(b"v", 0))) + 1
+            expected = (
+                current.version
+                if current
+                else int(before.get(naming.RedisKeys("rb-one").item("user:o0:k0"), {}).get(b"v", 0))
+            ) + 1
             assert receipt.version == expected
         await services.stop()
 
         # Commands the workers never saw are applied by a rebuild; the workers, started
         # afterwards, receive them from their consumers and skip them by the shard
         # position the rebuild recorded, even once their result records have expired.
-        async with await MemoryClient.connect(settings.nats_url, tenant="rb-one", agent="late",
-                                              shards=settings.shards) as client:  # fmt: skip
+        async with await MemoryClient.connect(
+            settings.nats_url, tenant="rb-one", agent="late", shards=settings.shards
+        ) as client:
             for i in range(100):
                 await client.put(f"task:o{i % 7}:late{i}", i, content=f"late {i}")
             await client.flush()
@@ -194,7 +216,8 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
         assert restarted.skipped == 100 and restarted.applied == 0
         after_restart = await snapshot(redis)
         assert {k: v for k, v in after_restart.items() if ":c:" not in k} == {
-            k: v for k, v in rebuilt.items() if ":c:" not in k}  # fmt: skip
+            k: v for k, v in rebuilt.items() if ":c:" not in k
+        }
     finally:
         await services.stop()
         await nc.close()

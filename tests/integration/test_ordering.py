@@ -48,8 +48,12 @@ async def test_concurrent_publishers_keep_each_publishers_order(running, tenant:
     """Eight agents write to one owner at once: each agent's writes are applied in the order
     it published them, and each key's versions run 1, 2, 3, ... with no gap."""
     per_agent = 200
-    clients = [await MemoryClient.connect(running.nats_url, tenant=tenant, agent=f"a{n}",
-                                          shards=running.shards) for n in range(8)]  # fmt: skip
+    clients = [
+        await MemoryClient.connect(
+            running.nats_url, tenant=tenant, agent=f"a{n}", shards=running.shards
+        )
+        for n in range(8)
+    ]
     seen: list[tuple[str, int, int]] = []
     done = asyncio.Event()
 
@@ -89,8 +93,9 @@ async def test_batched_fire_and_forget_and_waiting_writes_keep_their_order(
     """Back-to-back fire-and-forget writes share batch messages; a write that waits, in
     between, goes after the ones issued before it and before the ones after it."""
     observer = await connect_nats(running, "observer")  # stream info is the operator's
-    async with await MemoryClient.connect(running.nats_url, tenant=tenant,
-                                          shards=running.shards) as client:  # fmt: skip
+    async with await MemoryClient.connect(
+        running.nats_url, tenant=tenant, shards=running.shards
+    ) as client:
         js = observer.jetstream()
         before = await js.stream_info(naming.COMMAND_STREAM)
         for i in range(600):
@@ -116,8 +121,9 @@ async def test_batched_fire_and_forget_and_waiting_writes_keep_their_order(
 
 async def test_unbatched_client_sends_one_message_per_command(running, tenant: str) -> None:
     observer = await connect_nats(running, "observer")  # stream info is the operator's
-    async with await MemoryClient.connect(running.nats_url, tenant=tenant, shards=running.shards,
-                                          batch=False) as client:  # fmt: skip
+    async with await MemoryClient.connect(
+        running.nats_url, tenant=tenant, shards=running.shards, batch=False
+    ) as client:
         before = await observer.jetstream().stream_info(naming.COMMAND_STREAM)
         for i in range(50):
             await client.put("task:t10:step", i)
@@ -141,8 +147,9 @@ async def test_bulk_batched_writes_larger_than_a_message_are_all_applied_and_aud
     nc = await connect_nats(isolated, "bulk-test")
     await provision(nc.jetstream(), isolated)
     await nc.close()
-    async with await MemoryClient.connect(isolated.nats_url, tenant="bulk",
-                                          shards=isolated.shards) as client:  # fmt: skip
+    async with await MemoryClient.connect(
+        isolated.nats_url, tenant="bulk", shards=isolated.shards
+    ) as client:
         for i in range(total):
             await client.put(f"user:bulk:k{i}", {"i": i}, content=f"note {i} " + "x" * 180)
         await client.flush()

@@ -53,8 +53,9 @@ async def test_a_tenant_over_its_memory_quota_is_refused_and_others_are_not(
             assert (await full.delete("user:u1:k", wait="applied")).status == "applied"
             assert (await full.put("user:u9:k", 9, wait="applied")).status == "applied"
             assert (await stored(settings, "full"))[0] == 3
-        async with await MemoryClient.connect(settings.nats_url, tenant="other",
-                                              shards=settings.shards) as other:  # fmt: skip
+        async with await MemoryClient.connect(
+            settings.nats_url, tenant="other", shards=settings.shards
+        ) as other:
             assert (await other.put("user:u9:k", 1, wait="applied")).status == "applied"
 
 
@@ -62,8 +63,9 @@ async def test_stored_totals_follow_every_write_delete_forget_and_expiry(
     isolated: Settings,
 ) -> None:
     async with services_with(isolated, tenant_bytes=4000) as settings:
-        client = await MemoryClient.connect(settings.nats_url, tenant="acme",
-                                            shards=settings.shards)  # fmt: skip
+        client = await MemoryClient.connect(
+            settings.nats_url, tenant="acme", shards=settings.shards
+        )
         async with client:
             await client.put("user:u1:a", "x" * 100, wait="applied")
             await client.put("user:u1:b", "y" * 100, wait="applied")
@@ -87,13 +89,15 @@ async def test_commands_over_the_rate_quota_are_dead_lettered_naming_it(
     async with services_with(isolated, tenant_commands_per_s=20) as settings:
         shard = naming.shard_for("noisy", "user:n0", settings.shards)
         owner = owner_on_shard("quiet", shard, settings.shards)
-        async with await MemoryClient.connect(settings.nats_url, tenant="noisy",
-                                              shards=settings.shards, batch=False) as noisy:
+        async with await MemoryClient.connect(
+            settings.nats_url, tenant="noisy", shards=settings.shards, batch=False
+        ) as noisy:
             for i in range(200):
                 await noisy.put(f"user:n0:k{i % 5}", i)
             await noisy.flush()
-        async with await MemoryClient.connect(settings.nats_url, tenant="quiet",
-                                              shards=settings.shards) as quiet:  # fmt: skip
+        async with await MemoryClient.connect(
+            settings.nats_url, tenant="quiet", shards=settings.shards
+        ) as quiet:
             started = time.monotonic()
             receipt = await quiet.put(f"{owner}:k", 1, wait="applied")
             assert receipt.status == "applied" and time.monotonic() - started < 2.0

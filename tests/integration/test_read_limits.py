@@ -22,14 +22,16 @@ from zeromem.telemetry import Telemetry
 from zeromem.telemetry.reading import metric_points
 
 
-async def request(settings: Settings, tenant: str, kind: str, payload: dict[str, object],
-                  agent: str = "tester") -> tuple[bool, object]:  # fmt: skip
+async def request(
+    settings: Settings, tenant: str, kind: str, payload: dict[str, object], agent: str = "tester"
+) -> tuple[bool, object]:
     """(refused, reply or ErrorReply) for a raw request, on ``agent``'s query subject
     (sent as the operator, who may use any)."""
     nc = await connect_nats(settings, "read-limits-test")
     try:
-        msg = await nc.request(naming.query_subject(tenant, agent, kind),
-                               msgspec.msgpack.encode(payload), timeout=5.0)  # fmt: skip
+        msg = await nc.request(
+            naming.query_subject(tenant, agent, kind), msgspec.msgpack.encode(payload), timeout=5.0
+        )
     finally:
         await nc.close()
     if msg.headers and naming.ERROR_HEADER in msg.headers:
@@ -39,8 +41,9 @@ async def request(settings: Settings, tenant: str, kind: str, payload: dict[str,
 
 async def test_a_stats_request_over_a_thousand_years_is_refused_at_once(running: Settings) -> None:
     started = time.monotonic()
-    refused, reply = await request(running, "acme", "stats",
-                                   {"tenant": "acme", "since": 1.0, "until": 1000 * 365.25 * 86400})
+    refused, reply = await request(
+        running, "acme", "stats", {"tenant": "acme", "since": 1.0, "until": 1000 * 365.25 * 86400}
+    )
     assert refused and "stats_range" in reply.error, reply  # type: ignore[attr-defined]
     assert time.monotonic() - started < 1.0
 
@@ -49,8 +52,9 @@ async def test_the_default_stats_request_reads_only_the_retained_days(
     running: Settings, tenant: str
 ) -> None:
     # The SDK's default `since` is 0 (open): the ledger keeps 35 days, so no more are read.
-    async with await MemoryClient.connect(running.nats_url, tenant=tenant,
-                                          shards=running.shards) as client:  # fmt: skip
+    async with await MemoryClient.connect(
+        running.nats_url, tenant=tenant, shards=running.shards
+    ) as client:
         started = time.monotonic()
         reply = await client.stats()
         assert reply.rows == ()
@@ -59,21 +63,27 @@ async def test_the_default_stats_request_reads_only_the_retained_days(
 
 @pytest.mark.parametrize("reader", ["r" * 200_000, "a|b", "tab\there", "new\nline", ""])
 async def test_a_reader_outside_its_bounds_is_refused(running: Settings, reader: str) -> None:
-    refused, reply = await request(running, "acme", "recall",
-                                   {"tenant": "acme", "reader": reader, "query": "x",
-                                    "scope": {"owners": ["user:u1"]}})  # fmt: skip
+    refused, reply = await request(
+        running,
+        "acme",
+        "recall",
+        {"tenant": "acme", "reader": reader, "query": "x", "scope": {"owners": ["user:u1"]}},
+    )
     if reader == "":  # anonymous is allowed
         assert not refused, reply
         return
     assert refused and "reader" in reply.error, reply  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("kind,payload", [
-    ("stats", {"since": float("nan")}),
-    ("stats", {"until": float("inf")}),
-    ("recall", {"query": "x", "scope": {"owners": ["user:u1"], "since": float("nan")}}),
-    ("recall", {"query": "x", "scope": {"owners": ["user:u1"], "until": float("-inf")}}),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind,payload",
+    [
+        ("stats", {"since": float("nan")}),
+        ("stats", {"until": float("inf")}),
+        ("recall", {"query": "x", "scope": {"owners": ["user:u1"], "since": float("nan")}}),
+        ("recall", {"query": "x", "scope": {"owners": ["user:u1"], "until": float("-inf")}}),
+    ],
+)
 async def test_non_finite_numbers_are_a_bad_request_without_a_traceback(
     running: Settings, kind: str, payload: dict[str, object], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -85,17 +95,24 @@ async def test_non_finite_numbers_are_a_bad_request_without_a_traceback(
 
 async def test_recall_owners_query_length_and_terms_are_capped(running: Settings) -> None:
     owners = [f"user:o{i}" for i in range(2000)]
-    refused, reply = await request(running, "acme", "recall",
-                                   {"tenant": "acme", "query": "x", "scope": {"owners": owners}})
+    refused, reply = await request(
+        running, "acme", "recall", {"tenant": "acme", "query": "x", "scope": {"owners": owners}}
+    )
     assert refused and "recall_owners" in reply.error, reply  # type: ignore[attr-defined]
-    refused, reply = await request(running, "acme", "recall",
-                                   {"tenant": "acme", "query": "x" * 100_000,
-                                    "scope": {"owners": ["user:u1"]}})  # fmt: skip
+    refused, reply = await request(
+        running,
+        "acme",
+        "recall",
+        {"tenant": "acme", "query": "x" * 100_000, "scope": {"owners": ["user:u1"]}},
+    )
     assert refused and "query_chars" in reply.error, reply  # type: ignore[attr-defined]
     words = " ".join(f"w{i}" for i in range(300))  # within query_chars, over query_terms
-    refused, reply = await request(running, "acme", "recall",
-                                   {"tenant": "acme", "query": words,
-                                    "scope": {"owners": ["user:u1"]}})  # fmt: skip
+    refused, reply = await request(
+        running,
+        "acme",
+        "recall",
+        {"tenant": "acme", "query": words, "scope": {"owners": ["user:u1"]}},
+    )
     assert refused and "query_terms" in reply.error, reply  # type: ignore[attr-defined]
 
 
@@ -106,10 +123,13 @@ async def test_unique_readers_never_grow_the_metrics_without_bound(isolated: Set
     try:
         limit = services.readers[0].recall.telemetry.max_agents
         for i in range(limit + 40):
-            refused, reply = await request(isolated, "acme", "recall",
-                                           {"tenant": "acme", "query": "x",
-                                            "scope": {"owners": ["user:u1"]}},
-                                           agent=f"agent-{i}")  # fmt: skip
+            refused, reply = await request(
+                isolated,
+                "acme",
+                "recall",
+                {"tenant": "acme", "query": "x", "scope": {"owners": ["user:u1"]}},
+                agent=f"agent-{i}",
+            )
             assert not refused, reply
         await asyncio.sleep(0.1)
         points = metric_points(reader).get("zeromem.recall.requests", [])
@@ -119,20 +139,28 @@ async def test_unique_readers_never_grow_the_metrics_without_bound(isolated: Set
         await services.stop()
 
 
-async def test_a_reader_with_a_bar_cannot_break_its_tenants_stats(running: Settings,
-                                                                  tenant: str) -> None:  # fmt: skip
-    await request(running, tenant, "recall", {"tenant": tenant, "reader": "x|y", "query": "q",
-                                              "scope": {"owners": ["user:u1"]}})  # fmt: skip
-    async with await MemoryClient.connect(running.nats_url, tenant=tenant, agent="ok",
-                                          shards=running.shards) as client:  # fmt: skip
+async def test_a_reader_with_a_bar_cannot_break_its_tenants_stats(
+    running: Settings, tenant: str
+) -> None:
+    await request(
+        running,
+        tenant,
+        "recall",
+        {"tenant": tenant, "reader": "x|y", "query": "q", "scope": {"owners": ["user:u1"]}},
+    )
+    async with await MemoryClient.connect(
+        running.nats_url, tenant=tenant, agent="ok", shards=running.shards
+    ) as client:
         await client.recall("q", owners=["user:u1"])
         reply = await client.stats(since=time.time() - 3600)
         assert all("|" not in row.agent for row in reply.rows)
 
 
 @pytest.mark.parametrize("since,until", [(1e300, 1e300), (0.0, 1e300), (-5.0, 0.0), (5e9, 1e9)])
-async def test_stats_bounds_far_out_or_backwards_are_answered(running: Settings, since: float,
-                                                              until: float) -> None:  # fmt: skip
-    refused, reply = await request(running, "acme", "stats",
-                                   {"tenant": "acme", "since": since, "until": until})
+async def test_stats_bounds_far_out_or_backwards_are_answered(
+    running: Settings, since: float, until: float
+) -> None:
+    refused, reply = await request(
+        running, "acme", "stats", {"tenant": "acme", "since": since, "until": until}
+    )
     assert refused or reply == {} or "rows" in reply, reply  # type: ignore[operator]

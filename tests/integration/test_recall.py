@@ -14,28 +14,56 @@ from zeromem.sdk import MemoryClient, RequestRejectedError
 async def seed(client: MemoryClient) -> None:
     puts = [
         ("user:u1:pref_lang", "User prefers answers in Chinese", "user_preference", ("lang",), ()),
-        ("user:u1:pref_style", "User likes concise answers with code samples", "user_preference",
-         ("style",), ("user:u1:pref_lang",)),
+        (
+            "user:u1:pref_style",
+            "User likes concise answers with code samples",
+            "user_preference",
+            ("style",),
+            ("user:u1:pref_lang",),
+        ),
         ("user:u1:order_a1", "Order A12345 shipped on 2026-11-20 via DHL", "fact", ("orders",), ()),
-        ("user:u1:invoice", "Invoice INV-77 for order A12345 is paid", "tool_result", ("billing",),
-         ("user:u1:order_a1",)),
-        ("task:t42:status", "Task t42 is blocked waiting for the invoice API", "task_state", (),
-         ()),
+        (
+            "user:u1:invoice",
+            "Invoice INV-77 for order A12345 is paid",
+            "tool_result",
+            ("billing",),
+            ("user:u1:order_a1",),
+        ),
+        (
+            "task:t42:status",
+            "Task t42 is blocked waiting for the invoice API",
+            "task_state",
+            (),
+            (),
+        ),
         ("user:u2:pref_lang", "User prefers answers in French", "user_preference", ("lang",), ()),
-    ]  # fmt: skip
+    ]
     for key, content, type_, tags, refs in puts:
-        await client.put(key, {"k": key}, content=content, type=type_, tags=tags, references=refs,
-                         wait="applied" if key.startswith(("task:", "user:u2")) else "none")
+        await client.put(
+            key,
+            {"k": key},
+            content=content,
+            type=type_,
+            tags=tags,
+            references=refs,
+            wait="applied" if key.startswith(("task:", "user:u2")) else "none",
+        )
     for i in range(30):
         # an owner's commands apply in order: once the last is applied, all of them are
-        await client.put("user:u1", f"turn {i}", content=f"small talk about the weather, turn {i}",
-                         type="message", wait="applied" if i == 29 else "none")  # fmt: skip
+        await client.put(
+            "user:u1",
+            f"turn {i}",
+            content=f"small talk about the weather, turn {i}",
+            type="message",
+            wait="applied" if i == 29 else "none",
+        )
 
 
 async def test_relevant_memories_come_first_and_fit_the_budget(client: MemoryClient) -> None:
     await seed(client)
-    reply = await client.recall("which language should answers be in?", owners=["user:u1"], k=3,
-                                budget=120)  # fmt: skip
+    reply = await client.recall(
+        "which language should answers be in?", owners=["user:u1"], k=3, budget=120
+    )
     assert reply.memories[0].key == "user:u1:pref_lang"
     assert reply.tokens <= 120
     assert reply.tokens == count_tokens(reply.context)
@@ -49,8 +77,9 @@ async def test_relevant_memories_come_first_and_fit_the_budget(client: MemoryCli
 async def test_budget_is_never_exceeded(client: MemoryClient) -> None:
     await seed(client)
     for budget in (1, 10, 25, 40, 80, 200, 1500):
-        reply = await client.recall("answers order invoice weather", owners=["user:u1", "task:t42"],
-                                    k=10, budget=budget)  # fmt: skip
+        reply = await client.recall(
+            "answers order invoice weather", owners=["user:u1", "task:t42"], k=10, budget=budget
+        )
         assert reply.tokens <= budget
         assert count_tokens(reply.context) == reply.tokens
 
@@ -61,8 +90,9 @@ async def test_references_are_pulled_in_after_their_memory(client: MemoryClient)
     keys = [m.key for m in reply.memories]
     assert keys[:2] == ["user:u1:invoice", "user:u1:order_a1"]
     assert reply.memories[1].via == "user:u1:invoice"
-    tight = await client.recall("invoice INV-77 paid", owners=["user:u1"], k=1,
-                                budget=reply.memories[0].tokens)  # fmt: skip
+    tight = await client.recall(
+        "invoice INV-77 paid", owners=["user:u1"], k=1, budget=reply.memories[0].tokens
+    )
     assert [m.key for m in tight.memories] == ["user:u1:invoice"]  # no room for the reference
 
 
@@ -80,23 +110,36 @@ async def test_filters_by_type_tag_prefix_and_time(client: MemoryClient) -> None
     prefs = await client.recall(
         "", owners=["user:u1"], types=["user_preference"], k=10, budget=10_000
     )
-    assert prefs.baseline_tokens == sum(count_tokens(c) for c in (
-        "User prefers answers in Chinese", "User likes concise answers with code samples"))
+    assert prefs.baseline_tokens == sum(
+        count_tokens(c)
+        for c in ("User prefers answers in Chinese", "User likes concise answers with code samples")
+    )
 
 
 async def test_strategies_by_tag_by_type_and_compose(client: MemoryClient) -> None:
     await seed(client)
     plain = await client.recall("order invoice", owners=["user:u1"], k=2, budget=1000)
-    boosted = await client.recall("order invoice", owners=["user:u1"], k=2, budget=1000,
-                                  strategy={"name": "by_tag", "tags": ["orders"], "boost": 50})
+    boosted = await client.recall(
+        "order invoice",
+        owners=["user:u1"],
+        k=2,
+        budget=1000,
+        strategy={"name": "by_tag", "tags": ["orders"], "boost": 50},
+    )
     assert boosted.memories[0].key == "user:u1:order_a1"
     assert (
         plain.memories[0].key != boosted.memories[0].key
         or plain.memories[0].key == "user:u1:order_a1"
     )
-    only_facts = await client.recall("order invoice", owners=["user:u1"], k=5, strategy={
-        "name": "compose", "steps": [{"name": "by_type", "types": ["fact"], "only": True},
-                                     {"name": "no_decay"}]})  # fmt: skip
+    only_facts = await client.recall(
+        "order invoice",
+        owners=["user:u1"],
+        k=5,
+        strategy={
+            "name": "compose",
+            "steps": [{"name": "by_type", "types": ["fact"], "only": True}, {"name": "no_decay"}],
+        },
+    )
     assert [m.key for m in only_facts.memories if not m.via] == ["user:u1:order_a1"]
     with pytest.raises(RequestRejectedError, match="unknown strategy"):
         await client.recall("x", owners=["user:u1"], strategy={"name": "psychic"})
@@ -106,11 +149,17 @@ async def test_time_window_and_decay(client: MemoryClient) -> None:
     await client.put("user:u3:old", 1, content="the parking code is 4411", wait="applied")
     await asyncio.sleep(1.2)
     await client.put("user:u3:new", 2, content="the parking code is 9922", wait="applied")
-    window = await client.recall("parking code", owners=["user:u3"], k=5,
-                                 strategy={"name": "time_window", "seconds": 1.0})  # fmt: skip
+    window = await client.recall(
+        "parking code", owners=["user:u3"], k=5, strategy={"name": "time_window", "seconds": 1.0}
+    )
     assert [m.key for m in window.memories] == ["user:u3:new"]
-    steep = await client.recall("parking code", owners=["user:u3"], k=2, explain=True,
-                                strategy={"name": "recency", "half_life_s": 0.5, "floor": 0.0})
+    steep = await client.recall(
+        "parking code",
+        owners=["user:u3"],
+        k=2,
+        explain=True,
+        strategy={"name": "recency", "half_life_s": 0.5, "floor": 0.0},
+    )
     assert [m.key for m in steep.memories] == ["user:u3:new", "user:u3:old"]
     decays = {c.key: c.decay for c in steep.candidates}
     assert decays["user:u3:old"] < decays["user:u3:new"] < 1.0 + 1e-9
@@ -155,9 +204,10 @@ async def test_deleted_expired_and_rewritten_memories_are_never_returned(
 async def test_a_tenant_never_sees_another_tenants_memories(running, tenant: str) -> None:
     async with (
         await MemoryClient.connect(running.nats_url, tenant=tenant, shards=running.shards) as a,
-        await MemoryClient.connect(running.nats_url, tenant=tenant + "b",
-                                   shards=running.shards) as b,
-    ):  # fmt: skip
+        await MemoryClient.connect(
+            running.nats_url, tenant=tenant + "b", shards=running.shards
+        ) as b,
+    ):
         await a.put("user:u1:secret", 1, content="launch code is 0000", wait="applied")
         reply = await b.recall("launch code", owners=["user:u1"], k=5)
         assert reply.memories == () and reply.baseline_tokens == 0

@@ -36,15 +36,17 @@ async def redis(running: Settings) -> AsyncIterator[Redis]:
 
 async def card_state(redis: Redis, tenant: str, key: str) -> tuple[bytes | None, bool]:
     """The stored card, and whether it describes the memory's last write."""
-    card, command, last = await redis.hmget(naming.RedisKeys(tenant).item(key), CARD_FIELD,
-                                            CARD_COMMAND_FIELD, "lc")  # fmt: skip
+    card, command, last = await redis.hmget(
+        naming.RedisKeys(tenant).item(key), CARD_FIELD, CARD_COMMAND_FIELD, "lc"
+    )
     return card, card is not None and command == last
 
 
 async def test_the_card_follows_every_write(client: MemoryClient, redis: Redis) -> None:
     key = "user:c1:plan"
-    await client.put(key, {"step": 1}, content="migrate the billing database", tags=("ops",),
-                     wait="applied")  # fmt: skip
+    await client.put(
+        key, {"step": 1}, content="migrate the billing database", tags=("ops",), wait="applied"
+    )
     card, valid = await card_state(redis, client.tenant, key)
     assert valid and card is not None
     assert decode_card(card).content == "migrate the billing database"
@@ -58,10 +60,16 @@ async def test_the_card_follows_every_write(client: MemoryClient, redis: Redis) 
     reply = await client.recall("billing database", owners=["user:c1"], k=1)
     current = await client.get(key)
     assert [(m.key, m.version, m.updated_at) for m in reply.memories] == [
-        (key, 2, current.updated_at)]
+        (key, 2, current.updated_at)
+    ]
 
-    await client.patch(key, {"step": 3}, content="migrate the billing database tonight",
-                       tags=("ops", "urgent"), wait="applied")  # fmt: skip
+    await client.patch(
+        key,
+        {"step": 3},
+        content="migrate the billing database tonight",
+        tags=("ops", "urgent"),
+        wait="applied",
+    )
     card, valid = await card_state(redis, client.tenant, key)
     assert valid and card is not None and decode_card(card).version == 3
     reply = await client.recall("billing tonight", owners=["user:c1"], k=1)
@@ -70,37 +78,46 @@ async def test_the_card_follows_every_write(client: MemoryClient, redis: Redis) 
     assert [m.key for m in only_urgent.memories] == [key]
 
 
-async def test_removed_and_expired_memories_are_never_recalled(client: MemoryClient,
-                                                               redis: Redis) -> None:  # fmt: skip
+async def test_removed_and_expired_memories_are_never_recalled(
+    client: MemoryClient, redis: Redis
+) -> None:
     for name in ("deleted", "expiring", "archived", "kept"):
-        await client.put(f"user:c2:{name}", 1, content=f"quarterly report draft {name}",
-                         wait="applied")  # fmt: skip
+        await client.put(
+            f"user:c2:{name}", 1, content=f"quarterly report draft {name}", wait="applied"
+        )
     await client.delete("user:c2:deleted", wait="applied")
     await client.expire("user:c2:expiring", 0.3, wait="applied")
-    await client.archive("user:c2", older_than=4_000_000_000.0, prefix="user:c2:archived",
-                         wait="applied")  # fmt: skip
+    await client.archive(
+        "user:c2", older_than=4_000_000_000.0, prefix="user:c2:archived", wait="applied"
+    )
     assert (await card_state(redis, client.tenant, "user:c2:deleted"))[0] is None
     assert (await card_state(redis, client.tenant, "user:c2:archived"))[0] is None
     await asyncio.sleep(0.4)  # past the expiry, whether or not the reaper came by
     for explain in (False, True):
-        reply = await client.recall("quarterly report draft", owners=["user:c2"], k=10,
-                                    explain=explain)  # fmt: skip
+        reply = await client.recall(
+            "quarterly report draft", owners=["user:c2"], k=10, explain=explain
+        )
         assert [m.key for m in reply.memories] == ["user:c2:kept"]
         assert {c.key for c in reply.candidates} <= {"user:c2:kept"}
 
 
-async def test_a_memory_without_a_current_card_is_read_whole(client: MemoryClient,
-                                                             redis: Redis) -> None:  # fmt: skip
+async def test_a_memory_without_a_current_card_is_read_whole(
+    client: MemoryClient, redis: Redis
+) -> None:
     for i in range(6):
-        await client.put(f"user:c3:m{i}", i, content=f"sailing lesson {i} at the harbour",
-                         type="task_state" if i % 2 else "fact", tags=(f"t{i % 3}",),
-                         references=(f"user:c3:m{i - 1}",) if i else (),
-                         wait="applied")  # fmt: skip
+        await client.put(
+            f"user:c3:m{i}",
+            i,
+            content=f"sailing lesson {i} at the harbour",
+            type="task_state" if i % 2 else "fact",
+            tags=(f"t{i % 3}",),
+            references=(f"user:c3:m{i - 1}",) if i else (),
+            wait="applied",
+        )
     await client.feedback("user:c3:m2", "liked", wait="applied")
 
     async def recall() -> tuple[object, ...]:
-        reply = await client.recall("sailing harbour lesson", owners=["user:c3"], k=3,
-                                    explain=True)  # fmt: skip
+        reply = await client.recall("sailing harbour lesson", owners=["user:c3"], k=3, explain=True)
         return reply.memories, reply.context, reply.tokens, reply.candidates
 
     with_cards = await recall()
@@ -108,10 +125,19 @@ async def test_a_memory_without_a_current_card_is_read_whole(client: MemoryClien
     # as a memory written before cards existed
     await redis.hdel(item_key("user:c3:m2"), CARD_FIELD, CARD_COMMAND_FIELD)
     # a card that does not describe the last write: never trusted
-    stale = MemoryItem(key="user:c3:m4", value=0, content="something else entirely",
-                       type=MemoryType.FACT, created_at=1.0, updated_at=1.0, version=99)
-    await redis.hset(item_key("user:c3:m4"), mapping={CARD_FIELD: encode_card(stale),
-                                                      CARD_COMMAND_FIELD: "another-command"})
+    stale = MemoryItem(
+        key="user:c3:m4",
+        value=0,
+        content="something else entirely",
+        type=MemoryType.FACT,
+        created_at=1.0,
+        updated_at=1.0,
+        version=99,
+    )
+    await redis.hset(
+        item_key("user:c3:m4"),
+        mapping={CARD_FIELD: encode_card(stale), CARD_COMMAND_FIELD: "another-command"},
+    )
     assert await recall() == with_cards
 
 
@@ -119,8 +145,12 @@ async def test_explain_lists_every_candidate_with_its_scores(client: MemoryClien
     rng = random.Random(3)
     words = ["river", "stone", "lantern", "harbour", "copper", "meadow"]
     for i in range(60):
-        await client.put(f"user:c4:m{i}", i, content=" ".join(rng.choices(words, k=4)),
-                         wait="applied" if i == 59 else "none")  # fmt: skip
+        await client.put(
+            f"user:c4:m{i}",
+            i,
+            content=" ".join(rng.choices(words, k=4)),
+            wait="applied" if i == 59 else "none",
+        )
     reply = await client.recall("river stone", owners=["user:c4"], k=1, explain=True)
     keys = [c.key for c in reply.candidates]
     assert len(keys) == len(set(keys))
@@ -141,9 +171,13 @@ async def test_explain_lists_every_candidate_with_its_scores(client: MemoryClien
 
 
 async def model_stage_one(
-    redis: Redis, keys: naming.RedisKeys, owners: Sequence[str], query_terms: Sequence[str],
-    keep_n: int, k1: float,
-) -> tuple[set[str], list[tuple[str, float]], dict[str, list[tuple[str, int]]]]:  # fmt: skip
+    redis: Redis,
+    keys: naming.RedisKeys,
+    owners: Sequence[str],
+    query_terms: Sequence[str],
+    keep_n: int,
+    k1: float,
+) -> tuple[set[str], list[tuple[str, float]], dict[str, list[tuple[str, int]]]]:
     """Stage one written plainly: what the survey script must choose."""
     n_docs = 0
     for owner in owners:
@@ -157,8 +191,9 @@ async def model_stage_one(
     for owner in owners:
         for term in query_terms:
             if df[(owner, term)]:
-                postings = await redis.zrevrange(keys.by_term(owner, term), 0,
-                                                 POSTINGS_LIMIT - 1, withscores=True)  # fmt: skip
+                postings = await redis.zrevrange(
+                    keys.by_term(owner, term), 0, POSTINGS_LIMIT - 1, withscores=True
+                )
                 for member, score in postings:
                     f = int(score // POSTING_TF_SCALE)
                     if member not in estimate:
@@ -180,8 +215,10 @@ async def model_stage_one(
     else:
         best = heapq.nlargest(keep_n, estimate, key=lambda m: (estimate[m], created[m], m))
         chosen = set(best) | recent
-        cut = sorted(((m, e) for m, e in estimate.items() if m not in chosen),
-                     key=lambda pair: (-pair[1], pair[0]))  # fmt: skip
+        cut = sorted(
+            ((m, e) for m, e in estimate.items() if m not in chosen),
+            key=lambda pair: (-pair[1], pair[0]),
+        )
     tf = {m.decode(): list(freqs[m].items()) for m in chosen if freqs.get(m)}
     return {m.decode() for m in chosen}, [(m.decode(), e) for m, e in cut], tf
 
@@ -193,8 +230,9 @@ async def assert_survey_matches_the_model(
     query_terms = list(dict.fromkeys(terms(query)))
     config = RankingConfig(neighbour_share=0.0)  # the model is stage one alone
     chosen, cut, tf = await model_stage_one(redis, keys, owners, query_terms, keep_n, config.k1)
-    survey = await retrieve._survey(redis, keys, owners, query_terms, keep_n, config, True,
-                                    "cl100k_base")  # fmt: skip
+    survey = await retrieve._survey(
+        redis, keys, owners, query_terms, keep_n, config, True, "cl100k_base"
+    )
     read = {survey.rows[i].decode() for i in range(0, len(survey.rows), retrieve._ROW)}
     assert survey.chosen == len(chosen), query
     assert read == chosen, query
@@ -202,15 +240,15 @@ async def assert_survey_matches_the_model(
     assert {k: list(v.items()) for k, v in survey.tf.items()} == tf, query
 
 
-async def test_stage_one_chooses_what_the_model_chooses(client: MemoryClient,
-                                                        redis: Redis) -> None:  # fmt: skip
+async def test_stage_one_chooses_what_the_model_chooses(client: MemoryClient, redis: Redis) -> None:
     rng = random.Random(11)
     words = [f"w{i}" for i in range(12)]
     for owner in ("user:s1", "user:s2"):
         for i in range(140):
             content = " ".join(rng.choice(words[: rng.randint(2, 12)]) for _ in range(5))
-            await client.put(f"{owner}:m{i}", i, content=content,
-                             wait="applied" if i == 139 else "none")  # fmt: skip
+            await client.put(
+                f"{owner}:m{i}", i, content=content, wait="applied" if i == 139 else "none"
+            )
     for query in ("w0", "w0 w1", "w1 w5 w11", "w3 w3 w0 w7", "w11", "nothing", ""):
         for owners in (["user:s1"], ["user:s1", "user:s2"]):
             for keep_n in (8, 32, 200):
@@ -232,14 +270,29 @@ async def test_stage_one_breaks_ties_byte_for_byte(redis: Redis, tenant: str) ->
                 created = 1_700_000_000.0 + rng.choice((0.0, 0.0, 0.5, 1.25))
                 pipe.zadd(keys.by_time(owner), {member: created + n})
                 for term in rng.sample(["alpha", "beta", "gamma"], rng.randint(1, 3)):
-                    pipe.zadd(keys.by_term(owner, term),
-                              {member: posting_score(rng.choice((1, 1, 1, 2)), created)})
-                item = MemoryItem(key=member, value=n, content=f"memory {n}",
-                                  type=MemoryType.FACT, created_at=created,
-                                  updated_at=created + n, version=1)  # fmt: skip
-                pipe.hset(keys.item(member), mapping={"v": 1, "d": b"-", "lc": "c",
-                                                      CARD_FIELD: encode_card(item),
-                                                      CARD_COMMAND_FIELD: "c"})  # fmt: skip
+                    pipe.zadd(
+                        keys.by_term(owner, term),
+                        {member: posting_score(rng.choice((1, 1, 1, 2)), created)},
+                    )
+                item = MemoryItem(
+                    key=member,
+                    value=n,
+                    content=f"memory {n}",
+                    type=MemoryType.FACT,
+                    created_at=created,
+                    updated_at=created + n,
+                    version=1,
+                )
+                pipe.hset(
+                    keys.item(member),
+                    mapping={
+                        "v": 1,
+                        "d": b"-",
+                        "lc": "c",
+                        CARD_FIELD: encode_card(item),
+                        CARD_COMMAND_FIELD: "c",
+                    },
+                )
             await pipe.execute()
     for query in ("alpha", "alpha beta", "gamma beta alpha", "beta"):
         for owners in (["user:t1"], ["user:t1", "user:t2"]):
@@ -254,26 +307,38 @@ async def test_the_survey_reads_neighbours_of_conversation_turns_only(
     read: a turn and the turns around it, not the fact written a second later, nor any
     memory of an owner that holds no turns."""
     at = time.time() - 200  # own times within the workers' clock skew bound
-    lines = ["Mara: I finally signed up for the pottery class.",
-             "Tobias: Nice! Which studio did you pick?",
-             "Mara: The small studio on Elm Street, Tuesday evenings."]  # fmt: skip
+    lines = [
+        "Mara: I finally signed up for the pottery class.",
+        "Tobias: Nice! Which studio did you pick?",
+        "Mara: The small studio on Elm Street, Tuesday evenings.",
+    ]
     for i, line in enumerate(lines):
         await client.put(f"user:n1:t{i}", line, type="message", created_at=at + 60 * i)
     # the next memory in the time index after the last turn, but not a turn
-    await client.put("user:n1:fact", "pottery studio fee is 40 euros", type="fact",
-                     created_at=at + 130)  # fmt: skip
+    await client.put(
+        "user:n1:fact", "pottery studio fee is 40 euros", type="fact", created_at=at + 130
+    )
     for i, line in enumerate(lines):
-        await client.put(f"user:n2:f{i}", line, type="fact", created_at=at + 60 * i,
-                         wait="applied" if i == len(lines) - 1 else "none")  # fmt: skip
+        await client.put(
+            f"user:n2:f{i}",
+            line,
+            type="fact",
+            created_at=at + 60 * i,
+            wait="applied" if i == len(lines) - 1 else "none",
+        )
     keys = naming.RedisKeys(client.tenant)
     query = list(dict.fromkeys(terms("pottery studio")))  # every turn and the fact match
     config = RankingConfig()
-    turns = await retrieve._survey(redis, keys, ["user:n1"], query, 32, config, False,
-                                   "cl100k_base")  # fmt: skip
+    turns = await retrieve._survey(
+        redis, keys, ["user:n1"], query, 32, config, False, "cl100k_base"
+    )
     assert {k: set(v) for k, v in turns.neighbours.items()} == {
-        "user:n1:t0": {"user:n1:t1"}, "user:n1:t1": {"user:n1:t0", "user:n1:t2"},
-        "user:n1:t2": {"user:n1:t1"}}  # fmt: skip
-    facts = await retrieve._survey(redis, keys, ["user:n2"], query, 32, config, False,
-                                   "cl100k_base")  # fmt: skip
+        "user:n1:t0": {"user:n1:t1"},
+        "user:n1:t1": {"user:n1:t0", "user:n1:t2"},
+        "user:n1:t2": {"user:n1:t1"},
+    }
+    facts = await retrieve._survey(
+        redis, keys, ["user:n2"], query, 32, config, False, "cl100k_base"
+    )
     assert facts.neighbours == {} and facts.chosen == 3  # only what matched
     assert await redis.exists(keys.item("user:n1:fact"))  # it was written, and left out

@@ -20,8 +20,9 @@ from zeromem.worker.service import stream_position
 
 
 async def _publish(settings: Settings, tenant: str, owner: str, n: int) -> int:
-    async with await MemoryClient.connect(settings.nats_url, tenant=tenant,
-                                          shards=settings.shards) as client:  # fmt: skip
+    async with await MemoryClient.connect(
+        settings.nats_url, tenant=tenant, shards=settings.shards
+    ) as client:
         for i in range(n):
             await client.put(f"{owner}:step", i, wait="stored")
     return naming.shard_for(tenant, owner, settings.shards)

@@ -34,16 +34,25 @@ async def test_100_recalls_count_exactly_the_injected_and_baseline_tokens(isolat
     telemetry = Telemetry(MeterProvider(metric_readers=[reader]))
     services = await ServiceSet.start(isolated, telemetry=telemetry)
     try:
-        async with await MemoryClient.connect(isolated.nats_url, tenant="acme", agent="planner",
-                                              shards=isolated.shards) as client:  # fmt: skip
+        async with await MemoryClient.connect(
+            isolated.nats_url, tenant="acme", agent="planner", shards=isolated.shards
+        ) as client:
             for i in range(40):
-                await client.put(f"user:u1:fact{i}", i,
-                                 content=f"fact number {i} about the rollout plan",
-                                 wait="applied" if i == 39 else "none")  # fmt: skip
+                await client.put(
+                    f"user:u1:fact{i}",
+                    i,
+                    content=f"fact number {i} about the rollout plan",
+                    wait="applied" if i == 39 else "none",
+                )
             injected = baseline = 0
             for i in range(100):
-                reply = await client.recall(f"rollout plan fact {i % 40}", owners=["user:u1"],
-                                            k=1 + i % 5, budget=30 + i, history_tokens=1000)
+                reply = await client.recall(
+                    f"rollout plan fact {i % 40}",
+                    owners=["user:u1"],
+                    k=1 + i % 5,
+                    budget=30 + i,
+                    history_tokens=1000,
+                )
                 injected += reply.tokens
                 baseline += reply.baseline_tokens
         values = metric_values(reader)
@@ -61,15 +70,23 @@ async def test_100_recalls_count_exactly_the_injected_and_baseline_tokens(isolat
 async def test_prometheus_endpoint_of_a_running_service_shows_the_token_metrics(isolated) -> None:
     port = free_port()
     reader = settings_for_role(isolated, Authority.load(isolated.authority_dir), "reader")
-    env = dict(os.environ, ZEROMEM_NATS_URL=reader.nats_url, ZEROMEM_REDIS_URL=reader.redis_url,
-               ZEROMEM_NATS_CREDS=reader.nats_creds, ZEROMEM_SHARDS=str(isolated.shards),
-               ZEROMEM_METRICS_PORT=str(port), ZEROMEM_METRICS_HOST="127.0.0.1")  # fmt: skip
-    serve = subprocess.Popen([sys.executable, "-m", "zeromem.cli.main", "serve"], env=env,
-                             stderr=subprocess.DEVNULL)  # fmt: skip
+    env = dict(
+        os.environ,
+        ZEROMEM_NATS_URL=reader.nats_url,
+        ZEROMEM_REDIS_URL=reader.redis_url,
+        ZEROMEM_NATS_CREDS=reader.nats_creds,
+        ZEROMEM_SHARDS=str(isolated.shards),
+        ZEROMEM_METRICS_PORT=str(port),
+        ZEROMEM_METRICS_HOST="127.0.0.1",
+    )
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "zeromem.cli.main", "serve"], env=env, stderr=subprocess.DEVNULL
+    )
     services = await ServiceSet.start(isolated)  # workers (and a second read service)
     try:
-        async with await MemoryClient.connect(isolated.nats_url, tenant="acme", agent="scraper",
-                                              shards=isolated.shards) as client:  # fmt: skip
+        async with await MemoryClient.connect(
+            isolated.nats_url, tenant="acme", agent="scraper", shards=isolated.shards
+        ) as client:
             await client.put("user:u1:a", 1, content="alpha beta gamma", wait="applied")
             await services.readers[0].stop()  # leave the subprocess as the only recall service
             services.readers.clear()
@@ -105,8 +122,9 @@ async def test_a_recall_joins_the_agents_trace(isolated) -> None:
     services = await ServiceSet.start(isolated, telemetry=telemetry)
     tracer = provider.get_tracer("agent")
     try:
-        async with await MemoryClient.connect(isolated.nats_url, tenant="acme",
-                                              shards=isolated.shards) as client:  # fmt: skip
+        async with await MemoryClient.connect(
+            isolated.nats_url, tenant="acme", shards=isolated.shards
+        ) as client:
             await client.put("user:u1:a", 1, content="alpha", wait="applied")
             with tracer.start_as_current_span("agent turn") as turn:
                 await client.recall("alpha", owners=["user:u1"])
@@ -123,9 +141,9 @@ async def test_conflicts_and_outcomes_are_counted_exactly(isolated) -> None:
     telemetry = Telemetry(MeterProvider(metric_readers=[reader]))
     services = await ServiceSet.start(isolated, telemetry=telemetry)
     try:
-        async with await MemoryClient.connect(isolated.nats_url, tenant="acme", agent="a",
-                                              shards=isolated.shards,
-                                              telemetry=telemetry) as client:  # fmt: skip
+        async with await MemoryClient.connect(
+            isolated.nats_url, tenant="acme", agent="a", shards=isolated.shards, telemetry=telemetry
+        ) as client:
             await client.put("task:t1:status", "new", wait="applied")
             for _ in range(3):
                 clash = await client.put("task:t1:status", "x", expected_version=0, wait="applied")
@@ -133,8 +151,11 @@ async def test_conflicts_and_outcomes_are_counted_exactly(isolated) -> None:
             await client.patch("task:t1:missing", {"a": 1}, wait="applied")  # rejected
             await client.delete("task:t1:status", wait="applied")
         values = metric_values(reader)
-        counted = {(a.get("zeromem.op"), a.get("zeromem.outcome")): v
-                   for a, v in values["zeromem.commands"] if a.get("zeromem.tenant") == "acme"}
+        counted = {
+            (a.get("zeromem.op"), a.get("zeromem.outcome")): v
+            for a, v in values["zeromem.commands"]
+            if a.get("zeromem.tenant") == "acme"
+        }
         assert counted[("put", "conflict")] == 3
         assert counted[("put", "applied")] == 1
         assert counted[("patch", "rejected")] == 1
@@ -154,8 +175,9 @@ async def test_one_trace_spans_a_publish_and_its_apply(isolated) -> None:
     services = await ServiceSet.start(isolated, telemetry=Telemetry(tracer_provider=provider))
     tracer = provider.get_tracer("agent")
     try:
-        async with await MemoryClient.connect(isolated.nats_url, tenant="acme",
-                                              shards=isolated.shards) as client:  # fmt: skip
+        async with await MemoryClient.connect(
+            isolated.nats_url, tenant="acme", shards=isolated.shards
+        ) as client:
             with tracer.start_as_current_span("agent turn") as turn:
                 await client.put("user:u1:pref", "zh", wait="applied")
             trace_id = turn.get_span_context().trace_id

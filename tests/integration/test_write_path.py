@@ -8,8 +8,13 @@ from zeromem.sdk import MemoryClient
 
 
 async def test_put_get_conflict_and_versions(client: MemoryClient) -> None:
-    first = await client.put("user:u10086:pref_lang", {"lang": "zh"}, content="prefers Chinese",
-                             type="user_preference", wait="applied")  # fmt: skip
+    first = await client.put(
+        "user:u10086:pref_lang",
+        {"lang": "zh"},
+        content="prefers Chinese",
+        type="user_preference",
+        wait="applied",
+    )
     assert first.status == "applied" and first.version == 1
     item = await client.get("user:u10086:pref_lang")
     assert item is not None and item.value == {"lang": "zh"} and item.version == 1
@@ -23,8 +28,9 @@ async def test_put_get_conflict_and_versions(client: MemoryClient) -> None:
 
 async def test_patch_delete_and_not_found(client: MemoryClient) -> None:
     await client.put("task:t42:status", {"state": "planned", "step": 1}, wait="applied")
-    patched = await client.patch("task:t42:status", {"state": "running", "step": None},
-                                 wait="applied")  # fmt: skip
+    patched = await client.patch(
+        "task:t42:status", {"state": "running", "step": None}, wait="applied"
+    )
     assert patched.version == 2 and patched.result.item.value == {"state": "running"}
     deleted = await client.delete("task:t42:status", wait="applied")
     assert deleted.status == "applied" and deleted.version == 3
@@ -72,8 +78,14 @@ async def test_ttl_expires_and_leaves_no_index_entry(client: MemoryClient, runni
     from zeromem import naming
     from zeromem.bus import connect_redis
 
-    await client.put("session:s9:scratch", "temporary", content="temporary scratch note",
-                     tags=("tmp",), ttl=0.5, wait="applied")  # fmt: skip
+    await client.put(
+        "session:s9:scratch",
+        "temporary",
+        content="temporary scratch note",
+        tags=("tmp",),
+        ttl=0.5,
+        wait="applied",
+    )
     await client.put("session:s9:keep", "kept", wait="applied")
     assert (await client.get("session:s9:scratch")) is not None
     await asyncio.sleep(0.6)
@@ -108,9 +120,10 @@ async def test_expire_command_sets_and_clears(client: MemoryClient) -> None:
 async def test_tenants_never_see_each_other(running, tenant: str) -> None:
     async with (
         await MemoryClient.connect(running.nats_url, tenant=tenant, shards=running.shards) as a,
-        await MemoryClient.connect(running.nats_url, tenant=tenant + "x",
-                                   shards=running.shards) as b,
-    ):  # fmt: skip
+        await MemoryClient.connect(
+            running.nats_url, tenant=tenant + "x", shards=running.shards
+        ) as b,
+    ):
         await a.put("user:u1:secret", "a's", wait="applied")
         assert await b.get("user:u1:secret") is None
         assert (await b.list("user:")).keys == ()

@@ -56,10 +56,13 @@ class ServiceProcess:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "tests.reliability.service_main", *self.args],
-                env=self.env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=REPO,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # a signal for the process is for it alone
-            )  # fmt: skip
+            )
         return self
 
     @property
@@ -111,11 +114,16 @@ class Cluster:
         self.root.mkdir(parents=True, exist_ok=True)
         authority = self.authority = self.authority or Authority.load_or_create(self.root / "auth")
         self.nats = NatsServer(self.root / "nats", authority=authority)
-        self.redis = RedisServer(self.root / "redis", acl=acl_file(
-            {r: authority.redis_password(r) for r in REDIS_ROLES}))  # fmt: skip
-        plain = Settings(nats_url=self.nats.url, redis_url=self.redis.url,
-                         data_dir=self.root / "data", auth_dir=str(authority.directory),
-                         **TIMINGS)  # type: ignore[arg-type]
+        self.redis = RedisServer(
+            self.root / "redis", acl=acl_file({r: authority.redis_password(r) for r in REDIS_ROLES})
+        )
+        plain = Settings(
+            nats_url=self.nats.url,
+            redis_url=self.redis.url,
+            data_dir=self.root / "data",
+            auth_dir=str(authority.directory),
+            **TIMINGS,
+        )  # type: ignore[arg-type]
         self.settings = settings_for_role(plain, authority, "admin")
 
     # --- servers -------------------------------------------------------------------------
@@ -143,27 +151,33 @@ class Cluster:
         s = settings_for_role(self.settings, self.authority, role)
         return dict(
             os.environ,
-            ZEROMEM_NATS_URL=s.nats_url, ZEROMEM_REDIS_URL=s.redis_url,
-            ZEROMEM_NATS_CREDS=s.nats_creds, ZEROMEM_AUTH_DIR=s.auth_dir,
-            ZEROMEM_DATA_DIR=str(s.data_dir), ZEROMEM_SHARDS=str(s.shards),
-            ZEROMEM_ACK_WAIT_S=str(s.ack_wait_s), ZEROMEM_LEASE_TTL_S=str(s.lease_ttl_s),
+            ZEROMEM_NATS_URL=s.nats_url,
+            ZEROMEM_REDIS_URL=s.redis_url,
+            ZEROMEM_NATS_CREDS=s.nats_creds,
+            ZEROMEM_AUTH_DIR=s.auth_dir,
+            ZEROMEM_DATA_DIR=str(s.data_dir),
+            ZEROMEM_SHARDS=str(s.shards),
+            ZEROMEM_ACK_WAIT_S=str(s.ack_wait_s),
+            ZEROMEM_LEASE_TTL_S=str(s.lease_ttl_s),
             ZEROMEM_REAPER_INTERVAL_S=str(s.reaper_interval_s),
             OTEL_SDK_DISABLED="true",
             **s.limits.env(),
-        )  # fmt: skip
+        )
 
     # --- service processes ---------------------------------------------------------------
 
     def worker(self, index: int = 0, count: int = 1, tag: str = "") -> ServiceProcess:
         name = f"worker-{index}-of-{count}{tag}-{len(self.processes)}.log"
-        proc = ServiceProcess(["worker", str(index), str(count)],
-                              self.env("worker"), self.root / name).start()  # fmt: skip
+        proc = ServiceProcess(
+            ["worker", str(index), str(count)], self.env("worker"), self.root / name
+        ).start()
         self.processes.append(proc)
         return proc
 
     def serve(self) -> ServiceProcess:
-        proc = ServiceProcess(["serve"], self.env("reader"),
-                              self.root / f"serve-{len(self.processes)}.log")
+        proc = ServiceProcess(
+            ["serve"], self.env("reader"), self.root / f"serve-{len(self.processes)}.log"
+        )
         self.processes.append(proc.start())
         return proc
 
@@ -198,9 +212,13 @@ class Cluster:
         from zeromem.sdk import MemoryClient
         from zeromem.sdk.errors import ServiceUnavailableError
 
-        client = await MemoryClient.connect(self.settings.nats_url, tenant="probe",
-                                            shards=self.settings.shards, timeout=0.5,
-                                            settings=self.settings)  # fmt: skip
+        client = await MemoryClient.connect(
+            self.settings.nats_url,
+            tenant="probe",
+            shards=self.settings.shards,
+            timeout=0.5,
+            settings=self.settings,
+        )
         try:
             deadline = time.monotonic() + limit_s
             while True:

@@ -28,8 +28,10 @@ OWNERS = [f"user:a{i}" for i in range(Limits.from_env().recall_owners)]
 
 
 async def flood(url: str, tenant: str, shards: int, seconds: float) -> dict[str, object]:
-    readers = [await MemoryClient.connect(url, tenant=tenant, agent=f"a{i}", shards=shards,
-                                          timeout=5.0) for i in range(4)]  # fmt: skip
+    readers = [
+        await MemoryClient.connect(url, tenant=tenant, agent=f"a{i}", shards=shards, timeout=5.0)
+        for i in range(4)
+    ]
     writer = await MemoryClient.connect(url, tenant=tenant, agent="aw", shards=shards)
     stop_at = time.monotonic() + seconds
     counts: Counter[str] = Counter()
@@ -51,15 +53,19 @@ async def flood(url: str, tenant: str, shards: int, seconds: float) -> dict[str,
         i = 0
         while time.monotonic() < stop_at:
             for _ in range(200):  # back to back: the SDK sends them as batch messages
-                await writer.put(f"{OWNERS[i % len(OWNERS)]}:w{i % 500}", {"i": i},
-                                 content=f"flood note {i} about the deploy budget")  # fmt: skip
+                await writer.put(
+                    f"{OWNERS[i % len(OWNERS)]}:w{i % 500}",
+                    {"i": i},
+                    content=f"flood note {i} about the deploy budget",
+                )
                 i += 1
             counts["writes"] += 200
             await asyncio.sleep(0)
 
     mode = os.environ.get("FLOOD_MODE", "both")
     jobs = ([writes()] if mode in ("both", "writes") else []) + (
-        [recalls(n) for n in range(REQUESTERS)] if mode in ("both", "recalls") else [])
+        [recalls(n) for n in range(REQUESTERS)] if mode in ("both", "recalls") else []
+    )
     try:
         await asyncio.gather(*jobs)
         await asyncio.wait_for(writer.flush(), 30)

@@ -71,6 +71,7 @@ def summarize(line: str) -> None:
     print(line)
     SUMMARY_LINES.append(line)
 
+
 # What the SDK told the agent, from weakest to strongest.
 NOT_ACKED = "not_acked"  # the publish was never confirmed (an outage ate it, or it timed out)
 PUBLISHED = "published"  # fire-and-forget: handed to the connection, nothing more
@@ -135,8 +136,9 @@ class Workload:
         return [f"{self.owner(o)}:ctr" for o in range(self.owners)]
 
 
-async def send_until_acked(client: MemoryClient, history: History, op: Op, *,
-                           deadline: float) -> None:  # fmt: skip
+async def send_until_acked(
+    client: MemoryClient, history: History, op: Op, *, deadline: float
+) -> None:
     """Send ``op.command`` and record the strongest ack obtained. A timed-out publish is
     repeated with the *same* command id (JetStream's dedupe and the worker's idempotency
     records make that safe), as an agent that wants its write must do."""
@@ -161,8 +163,9 @@ async def send_until_acked(client: MemoryClient, history: History, op: Op, *,
         return
 
 
-async def read_counter(client: MemoryClient, history: History, key: str,
-                       deadline: float) -> MemoryItem | None:  # fmt: skip
+async def read_counter(
+    client: MemoryClient, history: History, key: str, deadline: float
+) -> MemoryItem | None:
     while True:
         try:
             return await client.get(key)
@@ -173,8 +176,16 @@ async def read_counter(client: MemoryClient, history: History, key: str,
             await asyncio.sleep(0.1)
 
 
-async def run_agent(client: MemoryClient, workload: Workload, history: History, agent: str,
-                    *, ops: int, stop_at: float, grace_s: float = 60.0) -> None:  # fmt: skip
+async def run_agent(
+    client: MemoryClient,
+    workload: Workload,
+    history: History,
+    agent: str,
+    *,
+    ops: int,
+    stop_at: float,
+    grace_s: float = 60.0,
+) -> None:
     """One agent: ``ops`` operations or until ``stop_at`` (monotonic), whichever first."""
     rng = random.Random(f"{workload.seed}-{agent}")
     kinds = list(workload.weights)
@@ -195,14 +206,18 @@ async def run_agent(client: MemoryClient, workload: Workload, history: History, 
         key = rng.choice(keys)
         command: Command
         if kind == "put":
-            command = Put(id=new_command_id(), ts=time.time(), key=key,
-                          value={"by": agent, "i": i}, content=f"{agent} put {i}",
-                          **envelope)
+            command = Put(
+                id=new_command_id(),
+                ts=time.time(),
+                key=key,
+                value={"by": agent, "i": i},
+                content=f"{agent} put {i}",
+                **envelope,
+            )
         elif kind == "patch":
             # null removes a field (RFC 7396): the model must get merge patch exactly right
             patch = {agent: i, "last": agent, "gone": None} if i % 3 else {agent: {"n": i}}
-            command = Patch(id=new_command_id(), ts=time.time(), key=key, patch=patch,
-                            **envelope)  # fmt: skip
+            command = Patch(id=new_command_id(), ts=time.time(), key=key, patch=patch, **envelope)
         else:
             command = Delete(id=new_command_id(), ts=time.time(), key=key, **envelope)
         op = Op(agent, i, kind, command, rng.choices(waits, wait_w)[0])
@@ -210,9 +225,17 @@ async def run_agent(client: MemoryClient, workload: Workload, history: History, 
         await send_until_acked(client, history, op, deadline=deadline)
 
 
-async def cas_increment(client: MemoryClient, history: History, agent: str, seq: int, key: str,
-                        deadline: float, *, max_attempts: int = 1000,
-                        backoff_s: float = 0.002) -> bool:  # fmt: skip
+async def cas_increment(
+    client: MemoryClient,
+    history: History,
+    agent: str,
+    seq: int,
+    key: str,
+    deadline: float,
+    *,
+    max_attempts: int = 1000,
+    backoff_s: float = 0.002,
+) -> bool:
     """Read the counter, write value+1 at the version read; on conflict, read again and
     retry. Returns True once an increment is known applied (False: outcome unknown or
     gave up)."""
@@ -221,8 +244,15 @@ async def cas_increment(client: MemoryClient, history: History, agent: str, seq:
         item = await read_counter(client, history, key, deadline)
         current = 0 if item is None else int(item.value["n"])
         version = 0 if item is None else item.version
-        command = Put(id=new_command_id(), tenant=client.tenant, agent=agent, ts=time.time(),
-                      key=key, value={"n": current + 1}, expected_version=version)  # fmt: skip
+        command = Put(
+            id=new_command_id(),
+            tenant=client.tenant,
+            agent=agent,
+            ts=time.time(),
+            key=key,
+            value={"n": current + 1},
+            expected_version=version,
+        )
         op = Op(agent, seq, "cas", command, "applied")
         history.ops.append(op)
         await send_until_acked(client, history, op, deadline=deadline)
@@ -287,10 +317,13 @@ async def read_log(nc: NatsClient, tenant: str) -> list[tuple[tuple[int, int], C
     position: (stream sequence, index in its message; a batch message carries several)."""
     js = nc.jetstream()
     sub = await js.pull_subscribe(
-        naming.command_tenant_subject(tenant), durable=None, stream=naming.COMMAND_STREAM,
-        config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL,
-                              inactive_threshold=30.0),
-    )  # fmt: skip
+        naming.command_tenant_subject(tenant),
+        durable=None,
+        stream=naming.COMMAND_STREAM,
+        config=ConsumerConfig(
+            ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, inactive_threshold=30.0
+        ),
+    )
     out: list[tuple[tuple[int, int], Command]] = []
     try:
         while True:
@@ -336,10 +369,12 @@ class Report:
 
     def line(self) -> str:
         extra = "".join(f" {k}={v}" for k, v in self.extra.items())
-        return (f"[reliability] {self.scenario}: attempted={self.attempted} "
-                f"acknowledged={self.acknowledged} applied={self.applied} lost={self.lost} "
-                f"applied_twice={self.applied_twice} misordered={self.misordered} "
-                f"conflicts={self.conflicts}{extra}")  # fmt: skip
+        return (
+            f"[reliability] {self.scenario}: attempted={self.attempted} "
+            f"acknowledged={self.acknowledged} applied={self.applied} lost={self.lost} "
+            f"applied_twice={self.applied_twice} misordered={self.misordered} "
+            f"conflicts={self.conflicts}{extra}"
+        )
 
     def problem(self, kind: str, text: str) -> None:
         setattr(self, kind, getattr(self, kind) + 1)
@@ -372,8 +407,11 @@ async def check(
     in_log: dict[str, tuple[int, int]] = {}
     for seq, command in log:
         if command.id in in_log:
-            report.problem("applied_twice", f"command {command.id} stored twice in the log "
-                                            f"(seq {in_log[command.id]} and {seq})")  # fmt: skip
+            report.problem(
+                "applied_twice",
+                f"command {command.id} stored twice in the log "
+                f"(seq {in_log[command.id]} and {seq})",
+            )
             continue
         in_log[command.id] = seq
     last_seq: dict[tuple[str, str], tuple[int, tuple[int, int]]] = {}
@@ -384,24 +422,30 @@ async def check(
         seq = in_log.get(op.command.id)
         if seq is None:
             if op.acknowledged:
-                report.problem("lost", f"{op.kind} {op.command.id} on {op.command.key} acked "
-                                       f"at {op.ack} but not in the command log")  # fmt: skip
+                report.problem(
+                    "lost",
+                    f"{op.kind} {op.command.id} on {op.command.key} acked "
+                    f"at {op.ack} but not in the command log",
+                )
             continue
         if not op.acknowledged:
             report.unacked_in_log += 1
         owner_key = (op.agent, op.command.key.rsplit(":", 1)[0])
         prev = last_seq.get(owner_key)
         if prev is not None and seq < prev[1]:
-            report.problem("misordered", f"{op.agent}'s op {op.seq} on {owner_key[1]} sits at "
-                                         f"seq {seq}, before its op {prev[0]} "
-                                         f"(seq {prev[1]})")  # fmt: skip
+            report.problem(
+                "misordered",
+                f"{op.agent}'s op {op.seq} on {owner_key[1]} sits at "
+                f"seq {seq}, before its op {prev[0]} "
+                f"(seq {prev[1]})",
+            )
         last_seq[owner_key] = (op.seq, seq)
 
     # 2. Each logged command's stored result, straight from Redis.
     ids = list(in_log)
     stored: dict[str, Result | None] = {}
     for start in range(0, len(ids), 2000):
-        chunk = ids[start:start + 2000]
+        chunk = ids[start : start + 2000]
         raws = await redis.mget([rkeys.command(cid) for cid in chunk])
         for cid, raw in zip(chunk, raws, strict=True):
             stored[cid] = decode_result(raw) if raw else None
@@ -429,15 +473,23 @@ async def check(
             applied_versions[key].append(got.version)
         if got_status != outcome or (outcome == "applied" and got.version != version):  # type: ignore[union-attr]
             gv = getattr(got, "version", getattr(got, "current_version", "-"))
-            kind = "applied_twice" if outcome == "applied" and got_status == "applied" and \
-                gv > version else "misordered"  # fmt: skip
+            kind = (
+                "applied_twice"
+                if outcome == "applied" and got_status == "applied" and gv > version
+                else "misordered"
+            )
             report.problem(kind, f"{what}: stored {got_status} v{gv}, model {outcome} v{version}")
         if op is not None and op.result is not None and type(op.result) is not type(got):
-            report.problem("misordered", f"{what}: agent was told {type(op.result).__name__}, "
-                                         f"store says {got_status}")  # fmt: skip
+            report.problem(
+                "misordered",
+                f"{what}: agent was told {type(op.result).__name__}, store says {got_status}",
+            )
         elif isinstance(op and op.result, Applied) and op.result.version != got.version:  # type: ignore[union-attr]
-            report.problem("applied_twice", f"{what}: agent was told v{op.result.version}, "  # type: ignore[union-attr]
-                                            f"store says v{got.version}")  # type: ignore[union-attr]  # fmt: skip
+            report.problem(
+                "applied_twice",
+                f"{what}: agent was told v{op.result.version}, "  # type: ignore[union-attr]
+                f"store says v{got.version}",
+            )  # type: ignore[union-attr]
 
     # 4. Versions per key: 1, 2, 3, ... each exactly once (no gap, no repeat).
     for key, versions in applied_versions.items():
@@ -457,30 +509,39 @@ async def check(
         if version < model.version:
             report.problem("lost", f"{key}: Redis at v{version}, the log says v{model.version}")
         elif version > model.version:
-            report.problem("applied_twice", f"{key}: Redis at v{version}, the log says "
-                                            f"v{model.version}")  # fmt: skip
+            report.problem(
+                "applied_twice", f"{key}: Redis at v{version}, the log says v{model.version}"
+            )
         elif (item is not None) != model.live or (item is not None and item.value != model.value):
-            report.problem("misordered", f"{key}: Redis holds {item and item.value!r}, the "
-                                         f"model {model.value!r}")  # fmt: skip
+            report.problem(
+                "misordered",
+                f"{key}: Redis holds {item and item.value!r}, the model {model.value!r}",
+            )
         if client is not None:
             served = await client.get(key)
             if (served.version if served else 0) != (model.version if model.live else 0):
                 served_version = served.version if served else 0
-                report.problem("lost", f"{key}: the query service answers v{served_version}, "
-                                       f"model v{model.version}")  # fmt: skip
+                report.problem(
+                    "lost",
+                    f"{key}: the query service answers v{served_version}, model v{model.version}",
+                )
 
     # 6. Counters: the value is the number of increments the store applied, which is at
     #    least the number agents saw succeed.
     for key in workload.counters():
         model = models.get(key, KeyModel())
-        applied_incs = sum(1 for _seq, c in log if c.key == key
-                           and isinstance(stored.get(c.id), Applied))  # fmt: skip
+        applied_incs = sum(
+            1 for _seq, c in log if c.key == key and isinstance(stored.get(c.id), Applied)
+        )
         value = int(model.value["n"]) if model.live else 0
         if value != applied_incs:
             report.problem("lost", f"{key}: counter {value} after {applied_incs} increments")
         if history.cas_successes[key] > applied_incs:
-            report.problem("lost", f"{key}: agents saw {history.cas_successes[key]} increments "
-                                   f"succeed, the store applied {applied_incs}")  # fmt: skip
+            report.problem(
+                "lost",
+                f"{key}: agents saw {history.cas_successes[key]} increments "
+                f"succeed, the store applied {applied_incs}",
+            )
     report.extra["in_log"] = len(in_log)
     return report
 
@@ -488,8 +549,11 @@ async def check(
 async def dead_letters(nc: NatsClient) -> list[DeadLetter]:
     """Every dead letter on the stream, in order."""
     sub = await nc.jetstream().pull_subscribe(
-        naming.DEAD_LETTER_SUBJECTS, durable=None, stream=naming.DEAD_LETTER_STREAM,
-        config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL))
+        naming.DEAD_LETTER_SUBJECTS,
+        durable=None,
+        stream=naming.DEAD_LETTER_STREAM,
+        config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL),
+    )
     letters: list[DeadLetter] = []
     try:
         while True:
@@ -516,8 +580,10 @@ async def wait_idle(nc: NatsClient, shards: int, limit_s: float = 30.0) -> None:
         except Exception as exc:
             last = exc  # NATS restarting
         if time.monotonic() > deadline:
-            raise TimeoutError(f"the workers did not drain the command stream: backlog per "
-                               f"shard (None: no consumer yet): {last}")
+            raise TimeoutError(
+                f"the workers did not drain the command stream: backlog per "
+                f"shard (None: no consumer yet): {last}"
+            )
         await asyncio.sleep(0.1)
 
 
@@ -535,14 +601,21 @@ async def run_workload(
     history = History()
     stop_at = time.monotonic() + duration_s
     tasks = [
-        run_agent(clients[a % len(clients)], workload, history, f"a{a}", ops=ops_per_agent,
-                  stop_at=stop_at)
+        run_agent(
+            clients[a % len(clients)],
+            workload,
+            history,
+            f"a{a}",
+            ops=ops_per_agent,
+            stop_at=stop_at,
+        )
         for a in range(agents)
     ]
     if fault is not None:
         tasks.append(fault())
     await asyncio.gather(*tasks)
-    flushed = await asyncio.gather(*(client.flush(timeout=5) for client in clients),
-                                   return_exceptions=True)  # concurrently: one wait, not four
+    flushed = await asyncio.gather(
+        *(client.flush(timeout=5) for client in clients), return_exceptions=True
+    )  # concurrently: one wait, not four
     history.flush_timeouts = sum(isinstance(f, TimeoutError) for f in flushed)
     return history

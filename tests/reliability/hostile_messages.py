@@ -50,25 +50,44 @@ class Hostile:
 
 surrogates = st.text(st.characters(categories=["Cs"]), min_size=1, max_size=3)
 texts = st.text(max_size=12) | st.text(st.characters(), max_size=12) | surrogates
-odd_keys = (st.integers(-(2**63), 2**64 - 1) | st.booleans() | st.none()
-            | st.floats(allow_nan=True) | st.binary(max_size=4)
-            | st.tuples(st.integers(0, 9), st.integers(0, 9)))  # fmt: skip
-ext_values = (st.builds(msgpack.ExtType, st.integers(0, 127), st.binary(max_size=8))
-              | st.builds(msgpack.Timestamp, st.integers(0, 2**32 - 1),
-                          st.integers(0, 999_999_999)))  # fmt: skip
+odd_keys = (
+    st.integers(-(2**63), 2**64 - 1)
+    | st.booleans()
+    | st.none()
+    | st.floats(allow_nan=True)
+    | st.binary(max_size=4)
+    | st.tuples(st.integers(0, 9), st.integers(0, 9))
+)
+ext_values = st.builds(msgpack.ExtType, st.integers(0, 127), st.binary(max_size=8)) | st.builds(
+    msgpack.Timestamp, st.integers(0, 2**32 - 1), st.integers(0, 999_999_999)
+)
 non_finite = st.sampled_from([float("nan"), float("inf"), float("-inf")])
-scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
-           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20))  # fmt: skip
-json_like = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
-                         | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-                         max_leaves=12)  # fmt: skip
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
+json_like = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
 
 
 def anything(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     """Nested lists and maps around ``leaves`` (and ordinary values), any map keys."""
-    return st.recursive(scalars | leaves, lambda inner: st.lists(inner, max_size=4)
-                        | st.dictionaries(st.text(max_size=6) | odd_keys, inner, max_size=4),
-                        max_leaves=10)  # fmt: skip
+    return st.recursive(
+        scalars | leaves,
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.dictionaries(st.text(max_size=6) | odd_keys, inner, max_size=4)
+        ),
+        max_leaves=10,
+    )
 
 
 def _nest(depth: int, kind: str) -> Any:
@@ -81,8 +100,13 @@ def _nest(depth: int, kind: str) -> Any:
 def _nested_raw(depth: int, kind: str) -> bytes:
     """``_nest`` as msgpack, built byte by byte (a packer refuses such depths itself)."""
     one_list, one_map = b"\x91", b"\x81\xa1k"
-    return b"".join(one_list if kind == "lists" or (kind == "mixed" and i % 2) else one_map
-                    for i in range(depth)) + b"\xc0"  # fmt: skip
+    return (
+        b"".join(
+            one_list if kind == "lists" or (kind == "mixed" and i % 2) else one_map
+            for i in range(depth)
+        )
+        + b"\xc0"
+    )
 
 
 def pack_with_raw(fields: dict[Any, Any], name: str, raw: bytes) -> bytes:
@@ -102,8 +126,14 @@ def envelope(draw: st.DrawFn, op: str | None = None) -> tuple[dict[Any, Any], st
     owner = draw(st.sampled_from(OWNERS))
     op = op or draw(st.sampled_from(OPS))
     key = owner if op in ("forget", "archive") else f"{owner}:k{draw(st.integers(0, 3))}"
-    fields: dict[Any, Any] = {"op": op, "id": f"x{time.time_ns()}{draw(st.integers(0, 999))}",
-                              "tenant": TENANT, "agent": AGENT, "ts": time.time(), "key": key}
+    fields: dict[Any, Any] = {
+        "op": op,
+        "id": f"x{time.time_ns()}{draw(st.integers(0, 999))}",
+        "tenant": TENANT,
+        "agent": AGENT,
+        "ts": time.time(),
+        "key": key,
+    }
     return fields, owner
 
 
@@ -174,8 +204,12 @@ def non_finite_numbers(draw: st.DrawFn) -> Hostile:
     op = draw(st.sampled_from(["put", "expire", "forget", "archive", "put"]))
     fields, owner = draw(envelope(op))
     number = draw(non_finite)
-    where = {"put": ["ts", "ttl_s", "confidence", "value"], "expire": ["ts", "ttl_s"],
-             "forget": ["since", "until", "ts"], "archive": ["older_than", "ts"]}[op]  # fmt: skip
+    where = {
+        "put": ["ts", "ttl_s", "confidence", "value"],
+        "expire": ["ts", "ttl_s"],
+        "forget": ["since", "until", "ts"],
+        "archive": ["older_than", "ts"],
+    }[op]
     target = draw(st.sampled_from(where))
     fields[target] = {"x": [number]} if target == "value" else number
     return _command("NaN / infinity", fields, owner)
@@ -185,8 +219,9 @@ def non_finite_numbers(draw: st.DrawFn) -> Hostile:
 def lone_surrogates(draw: st.DrawFn) -> Hostile:
     fields, owner = draw(envelope("put"))
     bad = draw(surrogates)
-    where = draw(st.sampled_from(["key", "agent", "content", "tags", "value", "value_key",
-                                  "id", "source"]))  # fmt: skip
+    where = draw(
+        st.sampled_from(["key", "agent", "content", "tags", "value", "value_key", "id", "source"])
+    )
     if where == "key":
         fields["key"] = f"{owner}:{bad}"
     elif where == "tags":
@@ -222,8 +257,9 @@ def oversize_strings(draw: st.DrawFn) -> Hostile:
 @st.composite
 def batch_lengths(draw: st.DrawFn) -> Hostile:
     owner = draw(st.sampled_from(OWNERS))
-    n = draw(st.sampled_from([0, 1, 2, 127, 128, 999, 1000, 1001, 5000, 50_000])
-             | st.integers(0, 3000))  # fmt: skip
+    n = draw(
+        st.sampled_from([0, 1, 2, 127, 128, 999, 1000, 1001, 5000, 50_000]) | st.integers(0, 3000)
+    )
     kind = draw(st.sampled_from(["nils", "puts", "mixed", "nested", "not_an_array"]))
     if kind == "nils":
         payload = pack([None] * n)
@@ -232,8 +268,15 @@ def batch_lengths(draw: st.DrawFn) -> Hostile:
     else:
         parts = []
         for i in range(min(n, 3000)):
-            fields = {"op": "put", "id": f"b{time.time_ns()}{i}", "tenant": TENANT, "agent": AGENT,
-                      "ts": time.time(), "key": f"{owner}:b{i % 7}", "value": i}  # fmt: skip
+            fields = {
+                "op": "put",
+                "id": f"b{time.time_ns()}{i}",
+                "tenant": TENANT,
+                "agent": AGENT,
+                "ts": time.time(),
+                "key": f"{owner}:b{i % 7}",
+                "value": i,
+            }
             if kind == "mixed" and i % 3 == 1:
                 fields["value"] = {1: "int key"}
             parts.append(fields if kind != "nested" else [fields])
@@ -245,11 +288,37 @@ def batch_lengths(draw: st.DrawFn) -> Hostile:
 @st.composite
 def every_op(draw: st.DrawFn) -> Hostile:
     fields, owner = draw(envelope(draw(st.sampled_from([*OPS, "explode", ""]))))
-    extra = draw(st.dictionaries(st.sampled_from(
-        ["value", "patch", "content", "type", "tags", "references", "source", "confidence",
-         "ttl_s", "refresh_on_read", "sensitive", "expected_version", "kind", "prefix",
-         "since", "until", "older_than", "v", "unknown", "key", "ts"]),
-        anything(ext_values | non_finite | surrogates), max_size=4))  # fmt: skip
+    extra = draw(
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "value",
+                    "patch",
+                    "content",
+                    "type",
+                    "tags",
+                    "references",
+                    "source",
+                    "confidence",
+                    "ttl_s",
+                    "refresh_on_read",
+                    "sensitive",
+                    "expected_version",
+                    "kind",
+                    "prefix",
+                    "since",
+                    "until",
+                    "older_than",
+                    "v",
+                    "unknown",
+                    "key",
+                    "ts",
+                ]
+            ),
+            anything(ext_values | non_finite | surrogates),
+            max_size=4,
+        )
+    )
     fields.update(extra)
     return _command("every op", fields, owner)
 
@@ -268,42 +337,66 @@ def raw_msgpack(draw: st.DrawFn) -> Hostile:
 def hostile_requests(draw: st.DrawFn) -> Hostile:
     kind = draw(st.sampled_from(["get", "list", "recall", "stats"]))
     fields: dict[Any, Any] = {"tenant": TENANT}
-    choice = draw(st.sampled_from(["reader", "numbers", "owners", "query", "strategy", "garbage",
-                                   "prefix", "raw"]))  # fmt: skip
+    choice = draw(
+        st.sampled_from(
+            ["reader", "numbers", "owners", "query", "strategy", "garbage", "prefix", "raw"]
+        )
+    )
     if choice == "raw":
         return Hostile("hostile requests", draw(st.binary(max_size=200)), read=kind)
     if choice == "reader":
-        fields["reader"] = draw(st.sampled_from(["a|b", "x" * 200_000, "tab\t", "ключ"])
-                                | surrogates)  # fmt: skip
+        fields["reader"] = draw(
+            st.sampled_from(["a|b", "x" * 200_000, "tab\t", "ключ"]) | surrogates
+        )
     elif choice == "numbers":
         number = draw(non_finite | st.sampled_from([-1.0, 1e300, 0.0]))
         if kind == "stats":
             fields[draw(st.sampled_from(["since", "until"]))] = number
         else:
             kind = "recall"
-            fields["scope"] = {"owners": ["user:h1"], draw(st.sampled_from(["since", "until"])):
-                               number}  # fmt: skip
+            fields["scope"] = {
+                "owners": ["user:h1"],
+                draw(st.sampled_from(["since", "until"])): number,
+            }
     elif choice == "owners":
         kind = "recall"
         fields["scope"] = {"owners": [f"user:o{i}" for i in range(draw(st.integers(65, 5000)))]}
     elif choice == "query":
         kind = "recall"
-        fields.update(query=" ".join(f"w{i}" for i in range(draw(st.integers(65, 30_000)))),
-                      scope={"owners": ["user:h1"]})
+        fields.update(
+            query=" ".join(f"w{i}" for i in range(draw(st.integers(65, 30_000)))),
+            scope={"owners": ["user:h1"]},
+        )
     elif choice == "strategy":
         kind = "recall"
         fields.update(scope={"owners": ["user:h1"]}, query="x")
-        strategy = draw(st.sampled_from(["deep", {"name": "compose", "steps": _nest(40, "lists")},
-                                         {1: 2, "name": "recency"}, {"name": float("nan")}]))
+        strategy = draw(
+            st.sampled_from(
+                [
+                    "deep",
+                    {"name": "compose", "steps": _nest(40, "lists")},
+                    {1: 2, "name": "recency"},
+                    {"name": float("nan")},
+                ]
+            )
+        )
         if strategy == "deep":
-            return Hostile("hostile requests",
-                           pack_with_raw(fields, "strategy", _nested_raw(5000, "maps")), read=kind)
+            return Hostile(
+                "hostile requests",
+                pack_with_raw(fields, "strategy", _nested_raw(5000, "maps")),
+                read=kind,
+            )
         fields["strategy"] = strategy
     elif choice == "prefix":
         fields["prefix" if kind != "get" else "key"] = "user:h1:" + "p" * 300_000
     else:
-        fields.update(draw(st.dictionaries(st.text(max_size=8) | odd_keys,
-                                           anything(ext_values | non_finite), max_size=4)))
+        fields.update(
+            draw(
+                st.dictionaries(
+                    st.text(max_size=8) | odd_keys, anything(ext_values | non_finite), max_size=4
+                )
+            )
+        )
     return Hostile("hostile requests", pack(fields), read=kind)
 
 

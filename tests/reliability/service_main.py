@@ -41,8 +41,9 @@ async def _main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
+    )
     try:
         import uvloop  # what the real services run on
     except ImportError:

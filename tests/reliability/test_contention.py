@@ -23,8 +23,13 @@ async def test_32_agents_compare_and_set_one_counter(cluster: Cluster, tenant: s
     key = "task:hot:counter"
     history = History()
     clients = [  # one per agent: a credential is one agent's
-        await MemoryClient.connect(cluster.settings.nats_url, tenant=tenant, agent=f"a{i}",
-                                   shards=cluster.settings.shards, timeout=10.0)
+        await MemoryClient.connect(
+            cluster.settings.nats_url,
+            tenant=tenant,
+            agent=f"a{i}",
+            shards=cluster.settings.shards,
+            timeout=10.0,
+        )
         for i in range(AGENTS)
     ]
 
@@ -32,8 +37,9 @@ async def test_32_agents_compare_and_set_one_counter(cluster: Cluster, tenant: s
         client = clients[a]
         for i in range(per_agent):
             # No fault here: every increment must end known-applied (no unknown outcome).
-            assert await cas_increment(client, history, f"a{a}", i, key,
-                                       time.monotonic() + 60, max_attempts=10_000)  # fmt: skip
+            assert await cas_increment(
+                client, history, f"a{a}", i, key, time.monotonic() + 60, max_attempts=10_000
+            )
 
     started = time.monotonic()
     try:
@@ -53,24 +59,33 @@ async def test_32_agents_compare_and_set_one_counter(cluster: Cluster, tenant: s
         ids = [op.command.id for op in history.ops]
         applied = 0
         for start in range(0, len(ids), 5000):
-            raws = await redis.mget([naming.RedisKeys(tenant).command(c)
-                                     for c in ids[start:start + 5000]])  # fmt: skip
+            raws = await redis.mget(
+                [naming.RedisKeys(tenant).command(c) for c in ids[start : start + 5000]]
+            )
             applied += sum(1 for r in raws if r and isinstance(decode_result(r), Applied))
         version = int(await redis.hget(naming.RedisKeys(tenant).item(key), "v") or 0)
     finally:
         await redis.aclose()
         await nc.close()
 
-    report = Report(f"contention ({AGENTS} agents x {per_agent} CAS on one counter)",
-                    attempted=len(history.ops), acknowledged=len(history.ops), applied=applied,
-                    conflicts=history.cas_conflicts)  # fmt: skip
+    report = Report(
+        f"contention ({AGENTS} agents x {per_agent} CAS on one counter)",
+        attempted=len(history.ops),
+        acknowledged=len(history.ops),
+        applied=applied,
+        conflicts=history.cas_conflicts,
+    )
     final = int(item.value["n"]) if item else 0
     if final < expected or applied < expected:
         report.lost = expected - min(final, applied)
     if final > expected or applied > expected or version > expected:
         report.applied_twice = max(final, applied, version) - expected
-    report.extra.update(final=final, expected=expected, seconds=round(elapsed, 1),
-                        increments_per_s=round(expected / elapsed))  # fmt: skip
+    report.extra.update(
+        final=final,
+        expected=expected,
+        seconds=round(elapsed, 1),
+        increments_per_s=round(expected / elapsed),
+    )
     summarize(report.line())
     assert item is not None and final == expected, report.line()
     assert applied == expected and version == expected, report.line()

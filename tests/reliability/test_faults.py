@@ -44,14 +44,19 @@ async def run_scenario(
     # One connection per agent: a credential is one agent's, and the server refuses any
     # other agent's subjects (``connections`` is kept for callers; agents decide).
     clients = [
-        await MemoryClient.connect(url or cluster.settings.nats_url, tenant=tenant,
-                                   agent=f"a{i}", shards=cluster.settings.shards,
-                                   timeout=client_timeout)
+        await MemoryClient.connect(
+            url or cluster.settings.nats_url,
+            tenant=tenant,
+            agent=f"a{i}",
+            shards=cluster.settings.shards,
+            timeout=client_timeout,
+        )
         for i in range(agents)
     ]
     try:
-        history = await run_workload(clients, workload, agents=agents, ops_per_agent=10**9,
-                                     duration_s=duration, fault=fault)  # fmt: skip
+        history = await run_workload(
+            clients, workload, agents=agents, ops_per_agent=10**9, duration_s=duration, fault=fault
+        )
         if after is not None:
             await after()
         nc = await connect_nats(cluster.settings, "observer")
@@ -122,8 +127,13 @@ async def test_worker_sigkill_mid_batch(cluster: Cluster, tenant: str) -> None:
             await later(0.3)
             workers[index] = cluster.worker(index, 2, tag="-restarted")
 
-    report = await run_scenario(cluster, tenant, "worker SIGKILL mid-batch + restart",
-                                fault=fault, duration_s=scale(3.5, 45.0))  # fmt: skip
+    report = await run_scenario(
+        cluster,
+        tenant,
+        "worker SIGKILL mid-batch + restart",
+        fault=fault,
+        duration_s=scale(3.5, 45.0),
+    )
     report.extra["kills"] = kills
     assert kills == rounds
     assert_clean(report)
@@ -150,8 +160,13 @@ async def test_two_workers_same_shards_at_once(cluster: Cluster, tenant: str) ->
         cluster.worker(0, 1, tag="-c")
         cluster.worker(0, 1, tag="-d")
 
-    report = await run_scenario(cluster, tenant, "two workers on the same shards (fenced)",
-                                fault=fault, duration_s=scale(3.0, 30.0))  # fmt: skip
+    report = await run_scenario(
+        cluster,
+        tenant,
+        "two workers on the same shards (fenced)",
+        fault=fault,
+        duration_s=scale(3.0, 30.0),
+    )
     assert_clean(report)
 
 
@@ -179,8 +194,13 @@ async def test_zombie_worker_paused_past_its_lease(cluster: Cluster, tenant: str
             await later(cluster.settings.lease_ttl_s + cluster.settings.ack_wait_s + 1.0)
             victim.signal(signal.SIGCONT)
 
-    report = await run_scenario(cluster, tenant, "zombie worker paused past its lease",
-                                fault=fault, duration_s=scale(8.0, 30.0))  # fmt: skip
+    report = await run_scenario(
+        cluster,
+        tenant,
+        "zombie worker paused past its lease",
+        fault=fault,
+        duration_s=scale(8.0, 30.0),
+    )
     report.extra["pauses"] = pauses
     assert_clean(report)
 
@@ -201,16 +221,18 @@ async def test_redis_sigkill_restart_on_aof(cluster: Cluster, tenant: str) -> No
             await asyncio.to_thread(cluster.redis.start)
             restarts += 1
 
-    report = await run_scenario(cluster, tenant, "redis SIGKILL + restart on AOF",
-                                fault=fault, duration_s=scale(3.5, 40.0))  # fmt: skip
+    report = await run_scenario(
+        cluster, tenant, "redis SIGKILL + restart on AOF", fault=fault, duration_s=scale(3.5, 40.0)
+    )
     report.extra["restarts"] = restarts
     assert_clean(report)
 
 
 def _aof_tail(redis_dir: Path) -> Path:
     """The append-only file Redis is writing to (multi-part AOF: the last .incr.aof)."""
-    incr = sorted((redis_dir / "appendonlydir").glob("*.incr.aof"),
-                  key=lambda p: int(p.name.split(".")[-3]))  # fmt: skip
+    incr = sorted(
+        (redis_dir / "appendonlydir").glob("*.incr.aof"), key=lambda p: int(p.name.split(".")[-3])
+    )
     assert incr, f"no incremental AOF under {redis_dir}"
     return incr[-1]
 
@@ -237,8 +259,13 @@ async def test_redis_loses_unsynced_tail(cluster: Cluster, tenant: str) -> None:
         os.truncate(aof, synced)
         await asyncio.to_thread(cluster.redis.start)
 
-    report = await run_scenario(cluster, tenant, "redis loses its unsynced AOF tail",
-                                fault=fault, duration_s=scale(3.0, 20.0))  # fmt: skip
+    report = await run_scenario(
+        cluster,
+        tenant,
+        "redis loses its unsynced AOF tail",
+        fault=fault,
+        duration_s=scale(3.0, 20.0),
+    )
     report.extra["aof_bytes_cut"] = cut_bytes
     assert cut_bytes > 0
     assert_clean(report)
@@ -262,9 +289,15 @@ async def test_nats_sigkill_restart_on_store(cluster: Cluster, tenant: str) -> N
             await asyncio.to_thread(cluster.nats.start)
             restarts += 1
 
-    report = await run_scenario(cluster, tenant, "nats SIGKILL + restart on JetStream store",
-                                fault=fault, duration_s=scale(4.0, 40.0),
-                                client_timeout=5.0, idle_limit_s=8.0)  # fmt: skip
+    report = await run_scenario(
+        cluster,
+        tenant,
+        "nats SIGKILL + restart on JetStream store",
+        fault=fault,
+        duration_s=scale(4.0, 40.0),
+        client_timeout=5.0,
+        idle_limit_s=8.0,
+    )
     report.extra["restarts"] = restarts
     assert_clean(report)
 
@@ -282,11 +315,16 @@ async def test_client_disconnect_reconnect(cluster: Cluster, tenant: str) -> Non
             proxy.cut()
 
     try:
-        report = await run_scenario(cluster, tenant, "clients cut off and reconnecting",
-                                    fault=fault, url=proxy.url, duration_s=scale(3.0, 45.0),
-                                    client_timeout=3.0)  # fmt: skip
+        report = await run_scenario(
+            cluster,
+            tenant,
+            "clients cut off and reconnecting",
+            fault=fault,
+            url=proxy.url,
+            duration_s=scale(3.0, 45.0),
+            client_timeout=3.0,
+        )
     finally:
         await proxy.stop()
     report.extra["cuts"] = proxy.cuts
     assert_clean(report)
-

@@ -25,9 +25,15 @@ _pack = msgspec.msgpack.encode
 
 
 def _base(rng: random.Random, tenant: str, owner: str) -> dict[str, object]:
-    return {"op": "put", "id": new_command_id(), "tenant": tenant, "agent": "fuzz",
-            "ts": time.time(), "key": f"{owner}:k{rng.randrange(4)}",
-            "value": rng.random()}
+    return {
+        "op": "put",
+        "id": new_command_id(),
+        "tenant": tenant,
+        "agent": "fuzz",
+        "ts": time.time(),
+        "key": f"{owner}:k{rng.randrange(4)}",
+        "value": rng.random(),
+    }
 
 
 def _nested(depth: int) -> bytes:
@@ -53,12 +59,25 @@ def truncated(rng: random.Random, tenant: str, owner: str) -> tuple[str, bytes]:
 
 def wrong_type(rng: random.Random, tenant: str, owner: str) -> tuple[str, bytes]:
     msg = _base(rng, tenant, owner)
-    field, bad = rng.choice([
-        ("ts", "yesterday"), ("id", 12345), ("agent", None), ("expected_version", -1),
-        ("expected_version", "3"), ("tags", "not-a-list"), ("confidence", 7.5),
-        ("op", "explode"), ("type", "nonsense"), ("ttl_s", -4), ("v", 2),
-        ("content", "x" * 201), ("key", 42), ("unknown_field", 1), ("tenant", ["a"]),
-    ])  # fmt: skip
+    field, bad = rng.choice(
+        [
+            ("ts", "yesterday"),
+            ("id", 12345),
+            ("agent", None),
+            ("expected_version", -1),
+            ("expected_version", "3"),
+            ("tags", "not-a-list"),
+            ("confidence", 7.5),
+            ("op", "explode"),
+            ("type", "nonsense"),
+            ("ttl_s", -4),
+            ("v", 2),
+            ("content", "x" * 201),
+            ("key", 42),
+            ("unknown_field", 1),
+            ("tenant", ["a"]),
+        ]
+    )
     msg[field] = bad
     return "wrong_type", _pack(msg)
 
@@ -78,11 +97,22 @@ def deep_nesting(rng: random.Random, tenant: str, owner: str) -> tuple[str, byte
 def odd_key(rng: random.Random, tenant: str, owner: str) -> tuple[str, bytes]:
     msg = _base(rng, tenant, owner)
     ns, oid = owner.split(":")
-    msg["key"] = rng.choice([
-        f"{owner}:na me", f"{owner}:k\x00", f"{owner}:", f"{ns}::{oid}", f"{owner}:a:b",
-        f"{owner}:ключ\u202e", f"{owner}:" + "k" * 600, f"{owner}:*>", "",  # "\n": xfail below
-        f"{ns}", f"{owner}:k,{rng.randrange(99)}", f"{owner}:k#",
-    ])  # fmt: skip
+    msg["key"] = rng.choice(
+        [
+            f"{owner}:na me",
+            f"{owner}:k\x00",
+            f"{owner}:",
+            f"{ns}::{oid}",
+            f"{owner}:a:b",
+            f"{owner}:ключ\u202e",
+            f"{owner}:" + "k" * 600,
+            f"{owner}:*>",
+            "",  # "\n": xfail below
+            f"{ns}",
+            f"{owner}:k,{rng.randrange(99)}",
+            f"{owner}:k#",
+        ]
+    )
     return "odd_key", _pack(msg)
 
 
@@ -96,8 +126,16 @@ def not_a_map(rng: random.Random, tenant: str, owner: str) -> tuple[str, bytes]:
     return "not_a_map", _pack(rng.choice([[1, 2, 3], "put", 42, None, {"op": 1}, {}]))
 
 
-GENERATORS: list[Gen] = [random_bytes, truncated, wrong_type, huge_value, deep_nesting, odd_key,
-                         tenant_mismatch, not_a_map]  # fmt: skip
+GENERATORS: list[Gen] = [
+    random_bytes,
+    truncated,
+    wrong_type,
+    huge_value,
+    deep_nesting,
+    odd_key,
+    tenant_mismatch,
+    not_a_map,
+]
 # Bad commands that still frame as msgpack, so a batch message can carry them among good
 # ones: each is refused alone and its neighbours are applied.
 IN_BATCH: list[Gen] = [wrong_type, odd_key, tenant_mismatch, not_a_map]
@@ -134,12 +172,23 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
                 for side in ("a", "b"):
                     key = f"{owner}:valid{i}{side}"
                     valid_keys.append(key)
-                    around.append(encode(Put(id=new_command_id(), tenant=tenant, agent="ok",
-                                             ts=time.time(), key=key, value={"i": i})))  # fmt: skip
+                    around.append(
+                        encode(
+                            Put(
+                                id=new_command_id(),
+                                tenant=tenant,
+                                agent="ok",
+                                ts=time.time(),
+                                key=key,
+                                value={"i": i},
+                            )
+                        )
+                    )
                 ack = await js.publish_async(
                     naming.command_subject(tenant, shard, "ok"),
                     encode_batch([around[0], payload, around[1]]),
-                    headers={naming.BATCH_HEADER: "3"})  # fmt: skip
+                    headers={naming.BATCH_HEADER: "3"},
+                )
                 acks.append((f"batched_{family}", ack, 1))
                 continue
             if i % 50 == 45:  # a batch whose framing is broken: refused whole
@@ -149,17 +198,24 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
             else:
                 headers = None
             subject = naming.command_subject(tenant, shard, "fuzz")
-            acks.append((family, await js.publish_async(subject, payload, headers=headers),
-                         None))  # fmt: skip
+            acks.append((family, await js.publish_async(subject, payload, headers=headers), None))
             if i % valid_every == 0:
                 key = f"{owner}:valid{i}"
                 valid_keys.append(key)
-                command = Put(id=new_command_id(), tenant=tenant, agent="ok", ts=time.time(),
-                              key=key, value={"i": i})  # fmt: skip
+                command = Put(
+                    id=new_command_id(),
+                    tenant=tenant,
+                    agent="ok",
+                    ts=time.time(),
+                    key=key,
+                    value={"i": i},
+                )
                 own_shard = naming.shard_for(tenant, owner, shards)
-                await js.publish_async(naming.command_subject(tenant, own_shard, "ok"),
-                                       encode(command),
-                                       headers={naming.MSG_ID_HEADER: command.id})
+                await js.publish_async(
+                    naming.command_subject(tenant, own_shard, "ok"),
+                    encode(command),
+                    headers={naming.MSG_ID_HEADER: command.id},
+                )
         await js.publish_async_completed()
         for family, ack, index in acks:
             bad_seqs[(ack.result().seq, index)] = family  # type: ignore[attr-defined]
@@ -168,7 +224,8 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
 
         # Every bad message's dead letter, found by its stream sequence, with a reason.
         letters: dict[tuple[int, int | None], DeadLetter] = {
-            (letter.stream_seq, letter.batch_index): letter for letter in await dead_letters(nc)}
+            (letter.stream_seq, letter.batch_index): letter for letter in await dead_letters(nc)
+        }
     finally:
         await nc.close()
 
@@ -182,13 +239,20 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
     reasonless = [seq for seq in bad_seqs if seq in letters and not letters[seq].reason]
     not_applied = [k for k, v in zip(valid_keys, versions, strict=True) if v != b"1"]
     reasons = Counter(letters[s].reason.split(":", 1)[0] for s in bad_seqs if s in letters)
-    report = Report("hostile input", attempted=bad_count + len(valid_keys),
-                    acknowledged=bad_count + len(valid_keys),
-                    applied=len(valid_keys) - len(not_applied),
-                    lost=len(missing) + len(not_applied))  # fmt: skip
-    report.extra.update(bad=bad_count, dead_lettered=len(bad_seqs) - len(missing),
-                        valid=len(valid_keys), seconds=round(elapsed, 1),
-                        reasons=dict(reasons))  # fmt: skip
+    report = Report(
+        "hostile input",
+        attempted=bad_count + len(valid_keys),
+        acknowledged=bad_count + len(valid_keys),
+        applied=len(valid_keys) - len(not_applied),
+        lost=len(missing) + len(not_applied),
+    )
+    report.extra.update(
+        bad=bad_count,
+        dead_lettered=len(bad_seqs) - len(missing),
+        valid=len(valid_keys),
+        seconds=round(elapsed, 1),
+        reasons=dict(reasons),
+    )
     summarize(report.line())
     assert all(w.alive for w in workers), "a worker process died on hostile input"
     assert not missing, f"bad messages not dead-lettered: {Counter(missing.values())}"

@@ -92,8 +92,9 @@ class Probe:
         url = self.cluster.settings.nats_url
         self.nc = await connect_nats(self.cluster.settings, "hostile-probe")  # the operator's
         self.js = self.nc.jetstream()
-        self.canary = await MemoryClient.connect(url, tenant="canary", agent="canary",
-                                                 shards=self.shards, timeout=WRITE_LIMIT_S)
+        self.canary = await MemoryClient.connect(
+            url, tenant="canary", agent="canary", shards=self.shards, timeout=WRITE_LIMIT_S
+        )
         return self
 
     async def close(self) -> None:
@@ -168,21 +169,30 @@ def test_no_hostile_message_stalls_a_shard_a_service_or_another_tenant(
 
     for category, tally in tallies.items():
         if category == "hostile requests":
-            detail = (f"refused_with_reason={tally.refused} "
-                      f"answered={tally.tried - tally.refused - tally.unanswered} "
-                      f"unanswered={tally.unanswered}")  # fmt: skip
+            detail = (
+                f"refused_with_reason={tally.refused} "
+                f"answered={tally.tried - tally.refused - tally.unanswered} "
+                f"unanswered={tally.unanswered}"
+            )
         else:
-            dead = sum(1 for seq in tally.sequences
-                       if any(letter.reason for letter in letters.get(seq, ())))  # fmt: skip
+            dead = sum(
+                1
+                for seq in tally.sequences
+                if any(letter.reason for letter in letters.get(seq, ()))
+            )
             detail = f"dead_lettered_with_reason={dead} accepted={tally.tried - dead}"
-        summarize(f"[reliability] hostile {category}: tried={tally.tried} {detail} "
-                  f"shards_stalled={tally.stalled} "
-                  f"max_canary_write_ms={tally.max_write_s * 1000:.0f} "
-                  f"max_canary_read_ms={tally.max_read_s * 1000:.0f} "
-                  f"slow_canary_reads={tally.slow_reads}")  # fmt: skip
-    summarize(f"[reliability] hostile, after every category: shards with a backlog left="
-              f"{stalled_at_end} (write limit {WRITE_LIMIT_S:g}s, read limit "
-              f"{READ_LIMIT_S * 1000:.0f}ms)")  # fmt: skip
+        summarize(
+            f"[reliability] hostile {category}: tried={tally.tried} {detail} "
+            f"shards_stalled={tally.stalled} "
+            f"max_canary_write_ms={tally.max_write_s * 1000:.0f} "
+            f"max_canary_read_ms={tally.max_read_s * 1000:.0f} "
+            f"slow_canary_reads={tally.slow_reads}"
+        )
+    summarize(
+        f"[reliability] hostile, after every category: shards with a backlog left="
+        f"{stalled_at_end} (write limit {WRITE_LIMIT_S:g}s, read limit "
+        f"{READ_LIMIT_S * 1000:.0f}ms)"
+    )
     assert stalled_at_end == 0
     for category, tally in tallies.items():
         assert tally.stalled == 0, f"{category}: {tally.stalled} canary writes late or lost"
@@ -194,10 +204,17 @@ def test_no_hostile_message_stalls_a_shard_a_service_or_another_tenant(
             assert any(letters.get(seq) for seq in tallies[category].sequences), category
 
 
-def _send_each(runner: LoopThread, probe: Probe, strategy: SearchStrategy[Hostile],
-               tally: Tally) -> None:  # fmt: skip
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+def _send_each(
+    runner: LoopThread, probe: Probe, strategy: SearchStrategy[Hostile], tally: Tally
+) -> None:
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy)
     def send(hostile: Hostile) -> None:
         runner.run(probe.send(hostile, tally))

@@ -70,8 +70,11 @@ async def measure(client: MemoryClient, seconds: float) -> Turns:
     n = 0
     while time.monotonic() < stop_at:
         await timed(turns, turns.writes, client.put(f"user:b{n % 4}:step", n, wait="applied"))
-        await timed(turns, turns.reads, client.recall("deploy window budget",
-                                                      owners=[f"user:b{n % 4}"], k=5))
+        await timed(
+            turns,
+            turns.reads,
+            client.recall("deploy window budget", owners=[f"user:b{n % 4}"], k=5),
+        )
         n += 1
         await asyncio.sleep(0.01)  # an agent thinks between turns
     return turns
@@ -85,17 +88,20 @@ async def test_a_noisy_tenant_leaves_another_tenants_latency_within_bounds(
         pytest.skip("the comparison without a write quota runs in the long version only")
     # The service's own lease and ack timings (the fault scenarios shorten them to see
     # takeovers quickly; a lease lost to a busy machine would measure takeovers here).
-    cluster.settings = cluster.with_settings(lease_ttl_s=10.0, ack_wait_s=30.0,
-                                             limits=Limits(tenant_commands_per_s=quota))
+    cluster.settings = cluster.with_settings(
+        lease_ttl_s=10.0, ack_wait_s=30.0, limits=Limits(tenant_commands_per_s=quota)
+    )
     await cluster.start_services(workers=2)
     url, shards = cluster.settings.nats_url, cluster.settings.shards
     seconds = scale(4.0, 30.0)
-    async with await MemoryClient.connect(url, tenant="tenant-b", agent="b", shards=shards,
-                                          timeout=10.0) as b:  # fmt: skip
+    async with await MemoryClient.connect(
+        url, tenant="tenant-b", agent="b", shards=shards, timeout=10.0
+    ) as b:
         for i in range(40):
             await b.put(f"user:b{i % 4}:m{i}", i, content=f"note {i} on the deploy window")
-        async with await MemoryClient.connect(url, tenant="tenant-a", agent="a",
-                                              shards=shards) as a:  # fmt: skip
+        async with await MemoryClient.connect(
+            url, tenant="tenant-a", agent="a", shards=shards
+        ) as a:
             for i in range(16 * 40):  # memories in the owners A recalls over
                 await a.put(f"user:a{i % 16}:m{i}", i, content=f"flood note {i} about deploys")
             await a.put("user:a0:last", 0, wait="applied")
@@ -103,10 +109,23 @@ async def test_a_noisy_tenant_leaves_another_tenants_latency_within_bounds(
 
         quiet = await measure(b, seconds)
         flood = subprocess.Popen(
-            ["nice", "-n", "19", sys.executable, "-m", "tests.reliability.flood", url,
-             "tenant-a", str(shards), str(seconds + 2.0)],
-            cwd=REPO, env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                "nice",
+                "-n",
+                "19",
+                sys.executable,
+                "-m",
+                "tests.reliability.flood",
+                url,
+                "tenant-a",
+                str(shards),
+                str(seconds + 2.0),
+            ],
+            cwd=REPO,
+            env=cluster.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             await asyncio.sleep(2.0)  # the flood is under way
             loud = await measure(b, seconds)
@@ -127,7 +146,7 @@ async def test_a_noisy_tenant_leaves_another_tenants_latency_within_bounds(
         f"{read_ratio:.1f}); target "
         f"{TARGET_RATIO:g}x {met}; B turns {len(quiet.writes)} quiet, {len(loud.writes)} "
         f"flooded, {loud.timeouts} without an answer in 10 s; A: {a_counts}"
-    )  # fmt: skip
+    )
     cluster.assert_processes_alive()
     assert a_counts.get("writes", 0) > 0 and a_counts.get("recall_answered", 0) > 0
     assert quiet.timeouts == 0

@@ -12,9 +12,27 @@ from tests.reliability.cluster import Cluster, scale
 from tests.reliability.history import Report, summarize
 from zeromem.sdk import MemoryClient
 
-WORDS = ["meeting", "friday", "budget", "deploy", "invoice", "travel", "allergy", "chinese",
-         "report", "deadline", "server", "outage", "python", "refund", "flight", "hotel",
-         "review", "design", "contract"]
+WORDS = [
+    "meeting",
+    "friday",
+    "budget",
+    "deploy",
+    "invoice",
+    "travel",
+    "allergy",
+    "chinese",
+    "report",
+    "deadline",
+    "server",
+    "outage",
+    "python",
+    "refund",
+    "flight",
+    "hotel",
+    "review",
+    "design",
+    "contract",
+]
 REQUESTERS = 200
 
 
@@ -24,8 +42,13 @@ async def test_recall_under_200_concurrent_requesters(cluster: Cluster, tenant: 
     owners = [f"user:l{i}" for i in range(20)]
     rng = random.Random(5)
     clients = [
-        await MemoryClient.connect(cluster.settings.nats_url, tenant=tenant, agent=f"r{i}",
-                                   shards=cluster.settings.shards, timeout=5.0)
+        await MemoryClient.connect(
+            cluster.settings.nats_url,
+            tenant=tenant,
+            agent=f"r{i}",
+            shards=cluster.settings.shards,
+            timeout=5.0,
+        )
         for i in range(8)
     ]
     writer = clients[0]
@@ -58,8 +81,11 @@ async def test_recall_under_200_concurrent_requesters(cluster: Cluster, tenant: 
         local = random.Random(99)
         while time.monotonic() < stop_at:
             owner = local.choice(owners)
-            await writer.put(f"{owner}:w{writes % 50}", {"w": writes},
-                             content="update: " + " ".join(local.choices(WORDS, k=6)))  # fmt: skip
+            await writer.put(
+                f"{owner}:w{writes % 50}",
+                {"w": writes},
+                content="update: " + " ".join(local.choices(WORDS, k=6)),
+            )
             writes += 1
             await asyncio.sleep(0.002)
 
@@ -72,12 +98,19 @@ async def test_recall_under_200_concurrent_requesters(cluster: Cluster, tenant: 
 
     latencies.sort()
     q = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [0.0] * 99
-    report = Report(f"recall load ({REQUESTERS} requesters, {duration:.0f}s, writes on)",
-                    attempted=len(latencies) + len(errors), acknowledged=len(latencies),
-                    applied=writes)  # fmt: skip
-    report.extra.update(errors=len(errors), recalls_per_s=round(len(latencies) / duration),
-                        p50_ms=round(q[49] * 1000, 1), p99_ms=round(q[98] * 1000, 1),
-                        max_ms=round(latencies[-1] * 1000, 1) if latencies else 0)  # fmt: skip
+    report = Report(
+        f"recall load ({REQUESTERS} requesters, {duration:.0f}s, writes on)",
+        attempted=len(latencies) + len(errors),
+        acknowledged=len(latencies),
+        applied=writes,
+    )
+    report.extra.update(
+        errors=len(errors),
+        recalls_per_s=round(len(latencies) / duration),
+        p50_ms=round(q[49] * 1000, 1),
+        p99_ms=round(q[98] * 1000, 1),
+        max_ms=round(latencies[-1] * 1000, 1) if latencies else 0,
+    )
     summarize(report.line())
     assert not errors, f"{len(errors)} errors, first: {errors[:3]}"
     assert latencies, "no recall completed"

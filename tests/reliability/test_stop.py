@@ -23,18 +23,36 @@ STOP_BOUND_S = 8.0
 
 
 def _poison(tenant: str, i: int) -> bytes:
-    return msgspec.msgpack.encode({"op": "patch", "id": f"p{i}", "tenant": tenant, "agent": "a",
-                                   "ts": time.time(), "key": f"user:u{i}:k",
-                                   "patch": {"a": 1, 2: 3}})  # fmt: skip
+    return msgspec.msgpack.encode(
+        {
+            "op": "patch",
+            "id": f"p{i}",
+            "tenant": tenant,
+            "agent": "a",
+            "ts": time.time(),
+            "key": f"user:u{i}:k",
+            "patch": {"a": 1, 2: 3},
+        }
+    )
 
 
 def _put(tenant: str, i: int) -> bytes:
-    return msgspec.msgpack.encode({"op": "put", "id": f"w{i}", "tenant": tenant, "agent": "a",
-                                   "ts": time.time(), "key": f"user:u{i}:k", "value": i})
+    return msgspec.msgpack.encode(
+        {
+            "op": "put",
+            "id": f"w{i}",
+            "tenant": tenant,
+            "agent": "a",
+            "ts": time.time(),
+            "key": f"user:u{i}:k",
+            "value": i,
+        }
+    )
 
 
-async def _publish(cluster: Cluster, tenant: str, make: Callable[[str, int], bytes],
-                   count: int) -> None:  # fmt: skip
+async def _publish(
+    cluster: Cluster, tenant: str, make: Callable[[str, int], bytes], count: int
+) -> None:
     nc = await connect_nats(cluster.settings, "stop-test")  # the operator's: any subject
     try:
         js = nc.jetstream()
@@ -57,14 +75,17 @@ def _seconds_to_exit(proc: subprocess.Popen[bytes]) -> float:
     return time.monotonic() - started
 
 
-async def test_sigterm_stops_a_worker_that_holds_poisoned_batches(cluster: Cluster,
-                                                                 tenant: str) -> None:  # fmt: skip
+async def test_sigterm_stops_a_worker_that_holds_poisoned_batches(
+    cluster: Cluster, tenant: str
+) -> None:
     (worker,) = await cluster.start_services(workers=1, serve=False)
     nc = await connect_nats(cluster.settings, "stop-test")
     try:  # 50,000 nils in one batch message: as many dead letters, once
-        await nc.jetstream().publish(naming.command_subject(tenant, 0, "a"),
-                                     encode_batch([b"\xc0"] * 50_000),
-                                     headers={naming.BATCH_HEADER: "50000"})  # fmt: skip
+        await nc.jetstream().publish(
+            naming.command_subject(tenant, 0, "a"),
+            encode_batch([b"\xc0"] * 50_000),
+            headers={naming.BATCH_HEADER: "50000"},
+        )
     finally:
         await nc.close()
     await _publish(cluster, tenant, _poison, 40)
@@ -75,8 +96,9 @@ async def test_sigterm_stops_a_worker_that_holds_poisoned_batches(cluster: Clust
     assert took < STOP_BOUND_S
 
 
-async def test_sigterm_stops_a_worker_stuck_on_a_frozen_redis(cluster: Cluster,
-                                                            tenant: str) -> None:  # fmt: skip
+async def test_sigterm_stops_a_worker_stuck_on_a_frozen_redis(
+    cluster: Cluster, tenant: str
+) -> None:
     (worker,) = await cluster.start_services(workers=1, serve=False)
     cluster.redis.signal(signal.SIGSTOP)
     try:

@@ -36,8 +36,12 @@ from zeromem.schemas import Applied, AuditBatch, Put, encode
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 
-STREAMS = (naming.COMMAND_STREAM, naming.DEAD_LETTER_STREAM, naming.CHANGE_STREAM,
-           naming.AUDIT_STREAM)  # fmt: skip
+STREAMS = (
+    naming.COMMAND_STREAM,
+    naming.DEAD_LETTER_STREAM,
+    naming.CHANGE_STREAM,
+    naming.AUDIT_STREAM,
+)
 
 
 @dataclass
@@ -52,13 +56,21 @@ class Deployment:
     async def agent(self, tenant: str, agent: str, audit: bool = False) -> MemoryClient:
         self.authority.create_tenant(tenant)
         client = await MemoryClient.connect(
-            self.settings.nats_url, creds=self.authority.issue_agent(tenant, agent, audit=audit),
-            shards=self.settings.shards, settings=self.settings)  # fmt: skip
+            self.settings.nats_url,
+            creds=self.authority.issue_agent(tenant, agent, audit=audit),
+            shards=self.settings.shards,
+            settings=self.settings,
+        )
         self.agents.append(client)
         return client
 
-    async def raw(self, credential: Credential | None, errors: list[str],
-                  inbox_prefix: str | None = None, **extra: Any) -> Any:  # fmt: skip
+    async def raw(
+        self,
+        credential: Credential | None,
+        errors: list[str],
+        inbox_prefix: str | None = None,
+        **extra: Any,
+    ) -> Any:
         """A bare NATS connection with ``credential`` (None: anonymous); the server's
         complaints land in ``errors``."""
 
@@ -66,9 +78,14 @@ class Deployment:
             errors.append(str(exc))
 
         options = nats_options(self.settings, credential, inbox_prefix=inbox_prefix)
-        return await nats.connect(self.settings.nats_url, error_cb=on_error,
-                                  allow_reconnect=False, connect_timeout=3,
-                                  **options, **extra)  # fmt: skip
+        return await nats.connect(
+            self.settings.nats_url,
+            error_cb=on_error,
+            allow_reconnect=False,
+            connect_timeout=3,
+            **options,
+            **extra,
+        )
 
     async def streams(self) -> dict[str, tuple[int, int]]:
         js = self.admin.jetstream()
@@ -81,9 +98,11 @@ class Deployment:
     async def subject_counts(self, tenant: str) -> dict[str, int]:
         """Messages on ``tenant``'s subjects, per stream."""
         js = self.admin.jetstream()
-        filters = {naming.COMMAND_STREAM: naming.command_tenant_subject(tenant),
-                   naming.AUDIT_STREAM: naming.audit_tenant_subject(tenant),
-                   naming.CHANGE_STREAM: naming.change_tenant_subject(tenant)}  # fmt: skip
+        filters = {
+            naming.COMMAND_STREAM: naming.command_tenant_subject(tenant),
+            naming.AUDIT_STREAM: naming.audit_tenant_subject(tenant),
+            naming.CHANGE_STREAM: naming.change_tenant_subject(tenant),
+        }
         out = {}
         for stream, subject in filters.items():
             state = (await js.stream_info(stream, subjects_filter=subject)).state
@@ -96,9 +115,11 @@ class Deployment:
 
     async def snapshot(self, *tenants: str) -> Any:
         await asyncio.sleep(0.3)  # let in-flight audit records of reads land first
-        return (await self.streams(),
-                {t: await self.store(t) for t in tenants},
-                {t: await read_audit(self.admin, t, idle_timeout=1.0) for t in tenants})
+        return (
+            await self.streams(),
+            {t: await self.store(t) for t in tenants},
+            {t: await read_audit(self.admin, t, idle_timeout=1.0) for t in tenants},
+        )
 
     async def unchanged(self, before: Any, *tenants: str) -> None:
         after = await self.snapshot(*tenants)
@@ -108,12 +129,15 @@ class Deployment:
 
 
 @pytest.fixture(scope="module")
-async def deployment(tmp_path_factory: pytest.TempPathFactory,
-                     authority: Authority) -> AsyncIterator[Deployment]:  # fmt: skip
+async def deployment(
+    tmp_path_factory: pytest.TempPathFactory, authority: Authority
+) -> AsyncIterator[Deployment]:
     root = tmp_path_factory.mktemp("attacks")
     stack = EmbeddedStack(root / "stack", authority=authority).start()
-    settings = stack.settings_for(Settings(data_dir=root / "data", auth_dir=str(
-        authority.directory), **TEST_SETTINGS), "admin")  # type: ignore[arg-type]
+    settings = stack.settings_for(
+        Settings(data_dir=root / "data", auth_dir=str(authority.directory), **TEST_SETTINGS),
+        "admin",
+    )  # type: ignore[arg-type]
     services = await InProcessServices.start(settings)
     admin = await connect_nats(settings, "attack-observer")
     redis = connect_redis(settings)
@@ -137,8 +161,10 @@ async def legit_write(client: MemoryClient, key: str = "user:u1:pref", value: An
 def violation(errors: list[str], kind: str, subject: str) -> bool:
     """Whether the server said it refused ``kind`` (publish, subscription) on ``subject``
     (nats-py lowercases the server's message)."""
-    return any("permissions violation" in e.lower() and kind in e.lower()
-               and subject.lower() in e.lower() for e in errors)  # fmt: skip
+    return any(
+        "permissions violation" in e.lower() and kind in e.lower() and subject.lower() in e.lower()
+        for e in errors
+    )
 
 
 async def eventually(check: Callable[[], bool], seconds: float = 3.0) -> bool:
@@ -163,8 +189,10 @@ async def test_anonymous_connection_is_refused(deployment: Deployment) -> None:
     from redis.asyncio import Redis
 
     host_port = deployment.settings.redis_url.rsplit("@", 1)[1]
-    for url in (f"redis://{host_port}", url_with_user(deployment.settings.redis_url, "worker",
-                                                      "not-the-password")):  # fmt: skip
+    for url in (
+        f"redis://{host_port}",
+        url_with_user(deployment.settings.redis_url, "worker", "not-the-password"),
+    ):
         anonymous = Redis.from_url(url)
         with pytest.raises((AuthenticationError, ResponseError)):
             await anonymous.get("zm:alpha:m:user:u1:pref")
@@ -181,18 +209,28 @@ async def test_another_tenants_valid_credential_reaches_nothing(deployment: Depl
     nc = await deployment.raw(mallory, errors, naming.agent_inbox_prefix("bravo", "mallory"))
     try:
         shard = naming.shard_for("alpha", "user:u2", deployment.settings.shards)
-        put = Put(id="x1", tenant="alpha", agent="alice", ts=time.time(), key="user:u2:secret",
-                  value="mallory's")  # fmt: skip
+        put = Put(
+            id="x1",
+            tenant="alpha",
+            agent="alice",
+            ts=time.time(),
+            key="user:u2:secret",
+            value="mallory's",
+        )
         await nc.publish(naming.command_subject("alpha", shard, "alice"), encode(put))
         with pytest.raises(Exception):  # noqa: B017  (refused: no reply ever comes)
-            await nc.request(naming.query_subject("alpha", "alice", "get"),
-                             b'{"tenant":"alpha"}', timeout=0.3)  # fmt: skip
+            await nc.request(
+                naming.query_subject("alpha", "alice", "get"), b'{"tenant":"alpha"}', timeout=0.3
+            )
         # its change feed and audit trail, through JetStream
-        for stream, subject in ((naming.CHANGE_STREAM, naming.change_tenant_subject("alpha")),
-                                (naming.AUDIT_STREAM, naming.audit_tenant_subject("alpha"))):
+        for stream, subject in (
+            (naming.CHANGE_STREAM, naming.change_tenant_subject("alpha")),
+            (naming.AUDIT_STREAM, naming.audit_tenant_subject("alpha")),
+        ):
             with pytest.raises(Exception):  # noqa: B017
-                await nc.jetstream(timeout=0.3).add_consumer(stream, name="peek",
-                                                             filter_subject=subject)  # fmt: skip
+                await nc.jetstream(timeout=0.3).add_consumer(
+                    stream, name="peek", filter_subject=subject
+                )
         await nc.flush()
         assert await eventually(lambda: violation(errors, "publish", "zm.cmd.alpha"))
         assert violation(errors, "publish", "zm.q.alpha.alice.get")
@@ -214,8 +252,9 @@ async def test_a_revoked_credential_is_cut_off_at_once(deployment: Deployment) -
     async def on_closed() -> None:
         closed.set()
 
-    nc = await deployment.raw(credential, errors, naming.agent_inbox_prefix("alpha", "temp"),
-                              closed_cb=on_closed)  # fmt: skip
+    nc = await deployment.raw(
+        credential, errors, naming.agent_inbox_prefix("alpha", "temp"), closed_cb=on_closed
+    )
     client = MemoryClient(nc, tenant="alpha", agent="temp", shards=deployment.settings.shards)
     await legit_write(client, "user:u3:before", 1)  # it worked while valid
     before = await deployment.snapshot("alpha")
@@ -236,7 +275,8 @@ async def test_a_revoked_credential_is_cut_off_at_once(deployment: Deployment) -
         await deployment.raw(credential, [])
     await deployment.unchanged(before, "alpha")
     assert [i.status for i in authority.issued("alpha") if i.user == credential.public_key] == [
-        "revoked"]
+        "revoked"
+    ]
 
 
 async def test_a_forged_agent_id_is_refused(deployment: Deployment) -> None:
@@ -246,12 +286,21 @@ async def test_a_forged_agent_id_is_refused(deployment: Deployment) -> None:
     before_streams = await deployment.streams()
     before = await deployment.snapshot("alpha")
     shard = naming.shard_for("alpha", "user:u4", deployment.settings.shards)
-    forged = Put(id="forged1", tenant="alpha", agent="bob", ts=time.time(), key="user:u4:owner",
-                 value="alice as bob")  # fmt: skip
+    forged = Put(
+        id="forged1",
+        tenant="alpha",
+        agent="bob",
+        ts=time.time(),
+        key="user:u4:owner",
+        value="alice as bob",
+    )
     # 1. On bob's subject: the server refuses alice's publish.
     errors: list[str] = []
-    nc = await deployment.raw(deployment.authority.issue_agent("alpha", "alice", record=False),
-                              errors, naming.agent_inbox_prefix("alpha", "alice"))  # fmt: skip
+    nc = await deployment.raw(
+        deployment.authority.issue_agent("alpha", "alice", record=False),
+        errors,
+        naming.agent_inbox_prefix("alpha", "alice"),
+    )
     try:
         await nc.publish(naming.command_subject("alpha", shard, "bob"), encode(forged))
         await nc.flush()
@@ -270,16 +319,19 @@ async def test_a_forged_agent_id_is_refused(deployment: Deployment) -> None:
     assert await deployment.store("alpha") == before[1]["alpha"]
 
 
-async def _dead_letters(deployment: Deployment, tenant: str,
-                        after: dict[str, tuple[int, int]]) -> list[dict[str, Any]]:  # fmt: skip
+async def _dead_letters(
+    deployment: Deployment, tenant: str, after: dict[str, tuple[int, int]]
+) -> list[dict[str, Any]]:
     from zeromem.schemas import DeadLetter, decode
 
     js = deployment.admin.jetstream()
     start = after[naming.DEAD_LETTER_STREAM][1] + 1
     for _ in range(60):
-        sub = await js.pull_subscribe(f"{naming.dead_letter_subject(tenant, 0)[:-2]}.*",
-                                      stream=naming.DEAD_LETTER_STREAM,
-                                      config=_from(start))  # fmt: skip
+        sub = await js.pull_subscribe(
+            f"{naming.dead_letter_subject(tenant, 0)[:-2]}.*",
+            stream=naming.DEAD_LETTER_STREAM,
+            config=_from(start),
+        )
         try:
             msgs = await sub.fetch(10, timeout=0.2)
         except Exception:
@@ -294,15 +346,21 @@ async def _dead_letters(deployment: Deployment, tenant: str,
 def _from(sequence: int) -> Any:
     from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-    return ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=sequence,
-                          ack_policy=AckPolicy.NONE)  # fmt: skip
+    return ConsumerConfig(
+        deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+        opt_start_seq=sequence,
+        ack_policy=AckPolicy.NONE,
+    )
 
 
 async def test_a_subscription_to_everything_is_refused(deployment: Deployment) -> None:
     errors: list[str] = []
     seen: list[str] = []
-    nc = await deployment.raw(deployment.authority.issue_agent("bravo", "eve", record=False),
-                              errors, naming.agent_inbox_prefix("bravo", "eve"))  # fmt: skip
+    nc = await deployment.raw(
+        deployment.authority.issue_agent("bravo", "eve", record=False),
+        errors,
+        naming.agent_inbox_prefix("bravo", "eve"),
+    )
 
     async def spy(msg: Any) -> None:
         seen.append(msg.subject)
@@ -327,9 +385,11 @@ async def test_purging_or_deleting_any_stream_is_refused(deployment: Deployment)
     await legit_write(alice, "user:u6:k", 1)
     before = await deployment.snapshot("alpha")
     errors: list[str] = []
-    nc = await deployment.raw(deployment.authority.issue_agent("alpha", "alice", audit=True,
-                                                               record=False),
-                              errors, naming.agent_inbox_prefix("alpha", "alice"))  # fmt: skip
+    nc = await deployment.raw(
+        deployment.authority.issue_agent("alpha", "alice", audit=True, record=False),
+        errors,
+        naming.agent_inbox_prefix("alpha", "alice"),
+    )
     try:
         for stream in STREAMS:
             for action in ("PURGE", "DELETE", "UPDATE"):
@@ -339,8 +399,9 @@ async def test_purging_or_deleting_any_stream_is_refused(deployment: Deployment)
                 assert await eventually(lambda s=subject: violation(errors, "publish", s))
         for stream in STREAMS:  # nor may it list the consumers (the workers' names)
             with pytest.raises(Exception):  # noqa: B017
-                await nc.request(f"{naming.JS_API_PREFIX}.CONSUMER.LIST.{stream}", b"{}",
-                                 timeout=0.2)  # fmt: skip
+                await nc.request(
+                    f"{naming.JS_API_PREFIX}.CONSUMER.LIST.{stream}", b"{}", timeout=0.2
+                )
     finally:
         await nc.close()
     await deployment.unchanged(before, "alpha")
@@ -352,18 +413,33 @@ async def test_a_forged_audit_record_is_refused(deployment: Deployment) -> None:
     before = await deployment.snapshot("alpha")
     fake = write_entry(
         Put(id="fake", tenant="alpha", agent="root", ts=time.time(), key="user:u7:k", value=0),
-        1, Applied(command_id="fake", tenant="alpha", key="user:u7:k", op="put", version=9,
-                   applied_at=time.time()), Redactor(""))  # fmt: skip
+        1,
+        Applied(
+            command_id="fake",
+            tenant="alpha",
+            key="user:u7:k",
+            op="put",
+            version=9,
+            applied_at=time.time(),
+        ),
+        Redactor(""),
+    )
     errors: list[str] = []
-    nc = await deployment.raw(deployment.authority.issue_agent("alpha", "alice", record=False),
-                              errors, naming.agent_inbox_prefix("alpha", "alice"))  # fmt: skip
+    nc = await deployment.raw(
+        deployment.authority.issue_agent("alpha", "alice", record=False),
+        errors,
+        naming.agent_inbox_prefix("alpha", "alice"),
+    )
     try:
-        for subject in (naming.audit_write_subject("alpha", 0),
-                        naming.audit_read_subject("alpha", "get")):  # fmt: skip
+        for subject in (
+            naming.audit_write_subject("alpha", 0),
+            naming.audit_read_subject("alpha", "get"),
+        ):
             await nc.publish(subject, encode(AuditBatch(entries=(fake,))))
             with pytest.raises(Exception):  # noqa: B017  (through JetStream: no ack either)
-                await nc.jetstream().publish(subject, encode(AuditBatch(entries=(fake,))),
-                                             timeout=0.3)  # fmt: skip
+                await nc.jetstream().publish(
+                    subject, encode(AuditBatch(entries=(fake,))), timeout=0.3
+                )
         await nc.flush()
         assert await eventually(lambda: violation(errors, "publish", "zm.audit.alpha"))
     finally:
@@ -377,6 +453,7 @@ async def test_a_reply_header_cannot_redirect_the_worker(deployment: Deployment)
     bob = await deployment.agent("bravo", "bob", audit=True)
     await legit_write(bob, "user:u8:k", "bravo's")
     heard: list[bytes] = []
+
     async def listen(msg: Any) -> None:
         heard.append(msg.data)
 
@@ -390,10 +467,19 @@ async def test_a_reply_header_cannot_redirect_the_worker(deployment: Deployment)
         f"{naming.agent_inbox_prefix('bravo', 'bob')}.spy.x",  # another agent's inbox
     )
     for n, target in enumerate(targets):
-        command = Put(id=f"redirect{n}", tenant="alpha", agent="alice", ts=time.time(),
-                      key="user:u8:k", value=n)  # fmt: skip
-        await alice.js.publish(naming.command_subject("alpha", shard, "alice"), encode(command),
-                               headers={naming.REPLY_HEADER: target})  # fmt: skip
+        command = Put(
+            id=f"redirect{n}",
+            tenant="alpha",
+            agent="alice",
+            ts=time.time(),
+            key="user:u8:k",
+            value=n,
+        )
+        await alice.js.publish(
+            naming.command_subject("alpha", shard, "alice"),
+            encode(command),
+            headers={naming.REPLY_HEADER: target},
+        )
     await legit_write(alice, "user:u8:k", "last")  # applied after the three, in order
     assert (await alice.get("user:u8:k")).version == 4  # the commands themselves applied
     await spy.unsubscribe()
@@ -415,11 +501,17 @@ async def test_audit_dedupe_ids_cannot_be_taken_first(deployment: Deployment) ->
     next_sequence = streams[naming.COMMAND_STREAM][1] + 1
     taken = naming.audit_dedupe_id("alpha", shard, next_sequence)
     errors: list[str] = []
-    nc = await deployment.raw(deployment.authority.issue_agent("alpha", "alice", record=False),
-                              errors, naming.agent_inbox_prefix("alpha", "alice"))  # fmt: skip
+    nc = await deployment.raw(
+        deployment.authority.issue_agent("alpha", "alice", record=False),
+        errors,
+        naming.agent_inbox_prefix("alpha", "alice"),
+    )
     try:
-        await nc.publish(naming.audit_write_subject("alpha", shard), b"\x80",
-                         headers={naming.MSG_ID_HEADER: taken})  # fmt: skip
+        await nc.publish(
+            naming.audit_write_subject("alpha", shard),
+            b"\x80",
+            headers={naming.MSG_ID_HEADER: taken},
+        )
         await nc.flush()
         assert await eventually(lambda: violation(errors, "publish", "zm.audit.alpha"))
     finally:
@@ -435,8 +527,14 @@ async def test_command_ids_do_not_collide_across_tenants(deployment: Deployment)
     bob = await deployment.agent("bravo", "bob")
     same = "order-1"  # a caller-chosen id, used by both tenants
     for client, value in ((alice, "alpha"), (bob, "bravo")):
-        command = Put(id=same, tenant=client.tenant, agent=client.agent, ts=time.time(),
-                      key="user:u10:k", value=value)  # fmt: skip
+        command = Put(
+            id=same,
+            tenant=client.tenant,
+            agent=client.agent,
+            ts=time.time(),
+            key="user:u10:k",
+            value=value,
+        )
         receipt = await client.send(command, wait="applied")
         assert receipt.status == "applied" and not receipt.duplicate
     assert (await alice.get("user:u10:k")).value == "alpha"
@@ -444,10 +542,12 @@ async def test_command_ids_do_not_collide_across_tenants(deployment: Deployment)
     # Nor can one tenant publish another's dedupe id first: the id is scoped to the
     # publisher and keyed with its credential's secret.
     guess = naming.command_dedupe_id("bravo", "bob", "order-2")
-    await alice.js.publish(naming.command_subject("alpha", 0, "alice"), b"\x80",
-                           headers={naming.MSG_ID_HEADER: guess})  # fmt: skip
-    command = Put(id="order-2", tenant="bravo", agent="bob", ts=time.time(), key="user:u10:k",
-                  value="bravo 2")  # fmt: skip
+    await alice.js.publish(
+        naming.command_subject("alpha", 0, "alice"), b"\x80", headers={naming.MSG_ID_HEADER: guess}
+    )
+    command = Put(
+        id="order-2", tenant="bravo", agent="bob", ts=time.time(), key="user:u10:k", value="bravo 2"
+    )
     receipt = await bob.send(command, wait="applied")
     assert receipt.status == "applied" and not receipt.duplicate
 
@@ -465,22 +565,41 @@ async def test_a_change_feed_consumer_stays_in_its_tenant(deployment: Deployment
     from nats.js.api import ConsumerConfig, DeliverPolicy
 
     with pytest.raises(Exception):  # noqa: B017  (bravo's filter: refused by the server)
-        await alice.nc.jetstream(timeout=0.3).add_consumer(naming.CHANGE_STREAM, ConsumerConfig(
-            name="cross", filter_subject=naming.change_tenant_subject("bravo")))  # fmt: skip
+        await alice.nc.jetstream(timeout=0.3).add_consumer(
+            naming.CHANGE_STREAM,
+            ConsumerConfig(name="cross", filter_subject=naming.change_tenant_subject("bravo")),
+        )
     # a filter of its own in the subject, another tenant's in the request: refused
-    request = {"stream_name": naming.CHANGE_STREAM, "config": {
-        "name": "sly", "filter_subject": naming.change_tenant_subject("bravo"),
-        "deliver_policy": "all", "ack_policy": "none"}}  # fmt: skip
-    reply = await alice.nc.request(naming.consumer_create_subject(
-        naming.CHANGE_STREAM, "sly", naming.change_tenant_subject("alpha")),
-        json.dumps(request).encode(), timeout=2)  # fmt: skip
+    request = {
+        "stream_name": naming.CHANGE_STREAM,
+        "config": {
+            "name": "sly",
+            "filter_subject": naming.change_tenant_subject("bravo"),
+            "deliver_policy": "all",
+            "ack_policy": "none",
+        },
+    }
+    reply = await alice.nc.request(
+        naming.consumer_create_subject(
+            naming.CHANGE_STREAM, "sly", naming.change_tenant_subject("alpha")
+        ),
+        json.dumps(request).encode(),
+        timeout=2,
+    )
     assert "error" in json.loads(reply.data)
     # its own tenant's feed, delivered into bravo's audit and command subjects
-    for n, target in enumerate((naming.audit_write_subject("bravo", 0),
-                                naming.command_subject("bravo", 0, "bob"))):  # fmt: skip
-        await js.add_consumer(naming.CHANGE_STREAM, ConsumerConfig(
-            name=f"aim{n}", filter_subject=naming.change_tenant_subject("alpha"),
-            deliver_subject=target, deliver_policy=DeliverPolicy.ALL))  # fmt: skip
+    for n, target in enumerate(
+        (naming.audit_write_subject("bravo", 0), naming.command_subject("bravo", 0, "bob"))
+    ):
+        await js.add_consumer(
+            naming.CHANGE_STREAM,
+            ConsumerConfig(
+                name=f"aim{n}",
+                filter_subject=naming.change_tenant_subject("alpha"),
+                deliver_subject=target,
+                deliver_policy=DeliverPolicy.ALL,
+            ),
+        )
     await asyncio.sleep(0.5)
     await deployment.unchanged(before, "bravo")
     await bob.audit()
@@ -496,8 +615,9 @@ async def test_mcp_over_http_needs_a_bearer_token(deployment: Deployment, tmp_pa
     authority = deployment.authority
     authority.create_tenant("alpha")
     tokens = McpTokens(tmp_path / "mcp-tokens.json")
-    token = tokens.add("alpha", "claude",
-                       authority.issue_agent("alpha", "claude").write(tmp_path / "claude.creds"))
+    token = tokens.add(
+        "alpha", "claude", authority.issue_agent("alpha", "claude").write(tmp_path / "claude.creds")
+    )
     alice = await deployment.agent("alpha", "alice")
     await legit_write(alice, "user:u12:k", 1)
     before = await deployment.snapshot("alpha")
@@ -505,9 +625,16 @@ async def test_mcp_over_http_needs_a_bearer_token(deployment: Deployment, tmp_pa
     port = free_port()
     task = asyncio.create_task(server.serve_http("127.0.0.1", port))
     url = f"http://127.0.0.1:{port}/mcp"
-    call = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "attacker", "version": "0"}}}  # fmt: skip
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "attacker", "version": "0"},
+        },
+    }
     headers = {"Accept": "application/json, text/event-stream"}
     try:
         async with httpx.AsyncClient(timeout=5) as http:
@@ -518,10 +645,12 @@ async def test_mcp_over_http_needs_a_bearer_token(deployment: Deployment, tmp_pa
                 except httpx.TransportError:
                     await asyncio.sleep(0.05)
             missing = await http.post(url, json=call, headers=headers)
-            wrong = await http.post(url, json=call,
-                                    headers={**headers, "Authorization": "Bearer not-a-token"})
-            good = await http.post(url, json=call,
-                                   headers={**headers, "Authorization": f"Bearer {token}"})
+            wrong = await http.post(
+                url, json=call, headers={**headers, "Authorization": "Bearer not-a-token"}
+            )
+            good = await http.post(
+                url, json=call, headers={**headers, "Authorization": f"Bearer {token}"}
+            )
         assert missing.status_code == 401
         assert wrong.status_code == 401
         assert good.status_code == 200  # the same request with the token is served
@@ -535,8 +664,9 @@ async def test_mcp_over_http_needs_a_bearer_token(deployment: Deployment, tmp_pa
 async def test_the_read_services_redis_user_cannot_write_memories(deployment: Deployment) -> None:
     from redis.asyncio import Redis
 
-    reader_url = url_with_user(deployment.settings.redis_url, "reader",
-                               deployment.authority.redis_password("reader"))  # fmt: skip
+    reader_url = url_with_user(
+        deployment.settings.redis_url, "reader", deployment.authority.redis_password("reader")
+    )
     reader = Redis.from_url(reader_url)
     try:
         assert await reader.exists("zm:alpha:keys") in (0, 1)  # it may read
@@ -548,4 +678,3 @@ async def test_the_read_services_redis_user_cannot_write_memories(deployment: De
         await reader.expire("zm:alpha:usage:20260101", 1)
     finally:
         await reader.aclose()
-

@@ -95,8 +95,10 @@ def test_agent_permissions_name_only_its_own_subjects() -> None:
     assert perms.subscribe == (naming.agent_inbox_prefix("acme", "planner") + ".>",)
     assert not any("AUDIT" in p or "audit" in p for p in perms.publish)
     assert any("ZM_AUDIT" in p for p in agent_permissions("acme", "p", audit=True).publish)
-    assert all(p.startswith(("zm.cmd.acme.", "zm.q.acme.planner.", "$JS.API.CONSUMER."))
-               for p in perms.publish)  # fmt: skip
+    assert all(
+        p.startswith(("zm.cmd.acme.", "zm.q.acme.planner.", "$JS.API.CONSUMER."))
+        for p in perms.publish
+    )
     template = agent_permissions().claims()
     assert template["pub"]["allow"][0] == "zm.cmd.{{tag(tenant)}}.*.{{tag(agent)}}"
     assert reader_permissions().responses and "resp" in reader_permissions().claims()
@@ -107,8 +109,9 @@ def test_identity_and_inbox_prefix(authority: Authority) -> None:
     authority.create_tenant("acme")
     credential = authority.issue_agent("acme", "planner")
     assert Identity.of(credential).inbox_prefix() == "_INBOX.zm.acme.planner"
-    assert Identity.of(authority.service_credential("worker")).inbox_prefix() == \
-        naming.service_inbox_prefix("worker")  # fmt: skip
+    assert Identity.of(
+        authority.service_credential("worker")
+    ).inbox_prefix() == naming.service_inbox_prefix("worker")
     assert check_identity(credential, "", "") == ("acme", "planner")
     with pytest.raises(AuthError, match="for tenant 'acme'"):
         check_identity(credential, "other", "planner")
@@ -120,9 +123,15 @@ def test_identity_and_inbox_prefix(authority: Authority) -> None:
 def test_worker_replies_only_inside_the_senders_inbox() -> None:
     subject = naming.command_subject("acme", 3, "planner")
     assert reply_allowed(subject, "_INBOX.zm.acme.planner.abc.cmd1")
-    for target in ("zm.audit.bravo.w.0", "zm.cmd.bravo.3.bob", "_INBOX.zm.acme.coder.x.y",
-                   "_INBOX.zm.acme.planner", "_INBOX.zm.acme.plannerx.y",
-                   "_INBOX.zm.acme.planner.>", "_INBOX.zm.acme.planner.*"):  # fmt: skip
+    for target in (
+        "zm.audit.bravo.w.0",
+        "zm.cmd.bravo.3.bob",
+        "_INBOX.zm.acme.coder.x.y",
+        "_INBOX.zm.acme.planner",
+        "_INBOX.zm.acme.plannerx.y",
+        "_INBOX.zm.acme.planner.>",
+        "_INBOX.zm.acme.planner.*",
+    ):
         assert not reply_allowed(subject, target), target
     assert not reply_allowed("zm.cmd.acme.x.planner", "_INBOX.zm.acme.planner.a")
 
@@ -132,16 +141,25 @@ def test_the_payload_must_name_the_subjects_tenant_and_agent() -> None:
 
     data = encode(Put(id="c1", tenant="acme", agent="planner", ts=1.0, key="user:u1:k", value=1))
     shard = naming.shard_for("acme", "user:u1", 8)
-    ok = admit("acme", data, shard=shard, shards=8, limits=Limits(value_bytes=1024),
-               subject_agent="planner")
+    ok = admit(
+        "acme",
+        data,
+        shard=shard,
+        shards=8,
+        limits=Limits(value_bytes=1024),
+        subject_agent="planner",
+    )
     assert not isinstance(ok, Invalid)
-    forged = admit("acme", data, shard=shard, shards=8, limits=Limits(value_bytes=1024),
-                   subject_agent="bob")
+    forged = admit(
+        "acme", data, shard=shard, shards=8, limits=Limits(value_bytes=1024), subject_agent="bob"
+    )
     assert isinstance(forged, Invalid) and forged.reason.startswith("agent_mismatch")
     request = GetRequest(tenant="acme", key="user:u1:k")
     assert reader_from_subject(request, naming.query_subject("acme", "bob", "get")).reader == "bob"  # type: ignore[union-attr]
-    assert "reader" in reader_from_subject(GetRequest(tenant="acme", reader="eve", key="user:u1:k"),
-                                           naming.query_subject("acme", "bob", "get"))  # type: ignore[operator]
+    assert "reader" in reader_from_subject(
+        GetRequest(tenant="acme", reader="eve", key="user:u1:k"),
+        naming.query_subject("acme", "bob", "get"),
+    )  # type: ignore[operator]
     assert "tenant" in reader_from_subject(request, naming.query_subject("other", "bob", "get"))  # type: ignore[operator]
     subject = naming.command_subject("acme", 3, "bob")
     assert naming.parse_command_subject(subject) == ("acme", 3, "bob")
@@ -162,13 +180,22 @@ def test_redis_acl_users(authority: Authority) -> None:
 def test_tls_settings_reach_the_connections(tmp_path: Path) -> None:
     plain = nats_options(Settings(nats_url="nats://h:4222"), None)
     assert "tls" not in plain
-    secured = nats_options(Settings(nats_url="tls://h:4222", nats_tls_hostname="nats.svc"), None,
-                           inbox_prefix="_INBOX.zm.t.a")  # fmt: skip
+    secured = nats_options(
+        Settings(nats_url="tls://h:4222", nats_tls_hostname="nats.svc"),
+        None,
+        inbox_prefix="_INBOX.zm.t.a",
+    )
     assert isinstance(secured["tls"], ssl.SSLContext) and secured["tls_hostname"] == "nats.svc"
     assert secured["inbox_prefix"] == "_INBOX.zm.t.a"
     assert redis_options(Settings(redis_url="redis://h:6379/0")) == {}
-    options = redis_options(Settings(redis_url="rediss://h:6379/0", redis_tls_ca="/ca.pem",
-                                     redis_username="zm-worker", redis_password="pw"))  # fmt: skip
+    options = redis_options(
+        Settings(
+            redis_url="rediss://h:6379/0",
+            redis_tls_ca="/ca.pem",
+            redis_username="zm-worker",
+            redis_password="pw",
+        )
+    )
     assert options["ssl_ca_certs"] == "/ca.pem" and options["username"] == "zm-worker"
 
 

@@ -59,26 +59,29 @@ def test_agent_ids_are_bounded_in_length_and_charset() -> None:
     assert "non_finite" in (finite_refusal("x", 1.0, math.nan) or "")
 
 
-@pytest.mark.parametrize("exc,fault", [
-    (redis_errors.ConnectionError("refused"), Fault.OUTAGE),
-    (redis_errors.TimeoutError(), Fault.OUTAGE),
-    (redis_errors.BusyLoadingError(), Fault.OUTAGE),
-    (redis_errors.ResponseError("LOADING Redis is loading"), Fault.OUTAGE),
-    (redis_errors.ResponseError("BUSY Redis is busy running a script"), Fault.OUTAGE),
-    (redis_errors.ResponseError("ERR min or max is not a float"), Fault.MESSAGE),
-    (redis_errors.ResponseError("ERR user_script:3: bad argument"), Fault.MESSAGE),
-    (nats_errors.ConnectionClosedError(), Fault.OUTAGE),
-    (nats_errors.TimeoutError(), Fault.OUTAGE),
-    (js_errors.ServiceUnavailableError(), Fault.OUTAGE),
-    (js_errors.TooManyStalledMsgsError(), Fault.OUTAGE),
-    (nats_errors.MaxPayloadError(), Fault.MESSAGE),
-    (TimeoutError(), Fault.OUTAGE),
-    (ConnectionResetError(), Fault.OUTAGE),
-    (TypeError("'<' not supported between instances of 'int' and 'str'"), Fault.MESSAGE),
-    (RecursionError(), Fault.MESSAGE),
-    (StaleRoundsError("stale"), Fault.MESSAGE),
-    (KeyError("x"), Fault.MESSAGE),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "exc,fault",
+    [
+        (redis_errors.ConnectionError("refused"), Fault.OUTAGE),
+        (redis_errors.TimeoutError(), Fault.OUTAGE),
+        (redis_errors.BusyLoadingError(), Fault.OUTAGE),
+        (redis_errors.ResponseError("LOADING Redis is loading"), Fault.OUTAGE),
+        (redis_errors.ResponseError("BUSY Redis is busy running a script"), Fault.OUTAGE),
+        (redis_errors.ResponseError("ERR min or max is not a float"), Fault.MESSAGE),
+        (redis_errors.ResponseError("ERR user_script:3: bad argument"), Fault.MESSAGE),
+        (nats_errors.ConnectionClosedError(), Fault.OUTAGE),
+        (nats_errors.TimeoutError(), Fault.OUTAGE),
+        (js_errors.ServiceUnavailableError(), Fault.OUTAGE),
+        (js_errors.TooManyStalledMsgsError(), Fault.OUTAGE),
+        (nats_errors.MaxPayloadError(), Fault.MESSAGE),
+        (TimeoutError(), Fault.OUTAGE),
+        (ConnectionResetError(), Fault.OUTAGE),
+        (TypeError("'<' not supported between instances of 'int' and 'str'"), Fault.MESSAGE),
+        (RecursionError(), Fault.MESSAGE),
+        (StaleRoundsError("stale"), Fault.MESSAGE),
+        (KeyError("x"), Fault.MESSAGE),
+    ],
+)
 def test_outages_and_message_faults_are_told_apart(exc: BaseException, fault: Fault) -> None:
     assert classify(exc) is fault
 
@@ -110,8 +113,9 @@ def test_a_repeating_failure_is_logged_once_per_interval_with_a_count(
 
 
 def test_limits_come_from_the_environment_and_ride_in_the_settings() -> None:
-    limits = Limits.from_env({"ZEROMEM_LIMIT_RECALL_OWNERS": "8",
-                              "ZEROMEM_LIMIT_TENANT_COMMANDS_PER_S": "2.5"})  # fmt: skip
+    limits = Limits.from_env(
+        {"ZEROMEM_LIMIT_RECALL_OWNERS": "8", "ZEROMEM_LIMIT_TENANT_COMMANDS_PER_S": "2.5"}
+    )
     assert limits.recall_owners == 8 and limits.tenant_commands_per_s == 2.5
     assert Limits.from_env(limits.env()) == limits
     settings = Settings.from_env({"ZEROMEM_LIMIT_VALUE_BYTES": "1024", "ZEROMEM_SHARDS": "4"})
@@ -205,18 +209,23 @@ def test_the_readme_lists_every_limit_with_its_default() -> None:
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    rows = {line.split("|")[1].strip(" `"): line for line in readme.splitlines()
-            if line.startswith("| `")}  # fmt: skip
+    rows = {
+        line.split("|")[1].strip(" `"): line
+        for line in readme.splitlines()
+        if line.startswith("| `")
+    }
     for name, default, _ in documented():
         assert name in rows, f"README lists no limit {name}"
         shown = str(int(default)) if float(default).is_integer() else str(default)  # type: ignore[arg-type]
         assert f"| {shown}" in rows[name], f"README's default of {name} is not {shown}"
 
 
-async def test_while_tenants_share_a_service_each_has_one_request_in_flight_and_its_share(
-) -> None:
-    gate = TenantGate(Limits(tenant_in_flight=4, tenant_in_flight_shared=1, reads_in_flight=8,
-                             tenant_read_share=0.1))  # fmt: skip
+async def test_while_tenants_share_a_service_each_has_one_request_in_flight_and_its_share() -> None:
+    gate = TenantGate(
+        Limits(
+            tenant_in_flight=4, tenant_in_flight_shared=1, reads_in_flight=8, tenant_read_share=0.1
+        )
+    )
     running: list[str] = []
     hold = asyncio.Event()
 

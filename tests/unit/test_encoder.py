@@ -389,9 +389,16 @@ def ids(samples: list[Sample]) -> list[str]:
 def test_corpus_is_large_and_varied() -> None:
     assert len(CORPUS) >= 200
     assert {s.kind for s in CORPUS} >= {
-        "chat-en", "chat-zh", "chat-mixed", "tool", "log", "json-pretty", "json-compact",
-        "json-cut", "ndjson",
-    }  # fmt: skip
+        "chat-en",
+        "chat-zh",
+        "chat-mixed",
+        "tool",
+        "log",
+        "json-pretty",
+        "json-compact",
+        "json-cut",
+        "ndjson",
+    }
 
 
 @pytest.mark.parametrize("sample", ALL_SAMPLES, ids=ids(ALL_SAMPLES))
@@ -629,13 +636,44 @@ def test_token_classes() -> None:
     assert len(text) > CONTENT_MAX_CHARS
     tokens = salient_tokens(text)
     for expected in [
-        "t42", "u10086", "INV-2024-0042", "v1.2.3", "10.0.0.1", "#4521", "138-0013-8000",
-        "a3f9c2e", "550e8400-e29b-41d4-a716-446655440000", "bob42@mail.example.com",
-        "api.shop.com", "t77", "invoice", "3", "2024-03-05", "2024-03-05T12:30:00Z", "3/5/2024",
-        "March 5, 2024", "5 March 2024", "2024年3月5日", "3月5日", "12:30", "3pm", "3点",
-        "$1,299.00", "US$5", "USD 12.50", "12.5 EUR", "300元", "45%", "35ms", "2GB", "5个",
-        "12345", "42", "7", "t99",
-    ]:  # fmt: skip
+        "t42",
+        "u10086",
+        "INV-2024-0042",
+        "v1.2.3",
+        "10.0.0.1",
+        "#4521",
+        "138-0013-8000",
+        "a3f9c2e",
+        "550e8400-e29b-41d4-a716-446655440000",
+        "bob42@mail.example.com",
+        "api.shop.com",
+        "t77",
+        "invoice",
+        "3",
+        "2024-03-05",
+        "2024-03-05T12:30:00Z",
+        "3/5/2024",
+        "March 5, 2024",
+        "5 March 2024",
+        "2024年3月5日",
+        "3月5日",
+        "12:30",
+        "3pm",
+        "3点",
+        "$1,299.00",
+        "US$5",
+        "USD 12.50",
+        "12.5 EUR",
+        "300元",
+        "45%",
+        "35ms",
+        "2GB",
+        "5个",
+        "12345",
+        "42",
+        "7",
+        "t99",
+    ]:
         assert expected in tokens, expected
     assert "v2" not in tokens  # API versions inside URLs are noise
     assert "1st" not in tokens and "2nd" not in tokens
@@ -764,12 +802,20 @@ def test_guarantee_holds_for_generated_token_soup(parts: list[tuple[str, str]]) 
 
 
 @settings(max_examples=100, deadline=None, database=None)
-@given(st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),
-    lambda children: st.lists(children, max_size=6)
-    | st.dictionaries(st.text(max_size=8), children, max_size=6),
-    max_leaves=60,
-))  # fmt: skip
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False)
+        | st.text(max_size=40),
+        lambda children: (
+            st.lists(children, max_size=6)
+            | st.dictionaries(st.text(max_size=8), children, max_size=6)
+        ),
+        max_leaves=60,
+    )
+)
 def test_encode_value_is_bounded_for_any_json_like_value(value: object) -> None:
     content = encode_value(value)
     assert len(content) <= CONTENT_MAX_CHARS

@@ -66,8 +66,12 @@ def test_expected_version_semantics(engine: Engine) -> None:
 def test_delete_leaves_a_versioned_tombstone(engine: Engine) -> None:
     state = KeyState()
     engine.decide(put(), "user:u1:lang", state, 1.0)
-    gone = engine.decide(Delete(id="d", tenant="acme", agent="a", ts=2, key="user:u1:lang"),
-                         "user:u1:lang", state, 2.0)  # fmt: skip
+    gone = engine.decide(
+        Delete(id="d", tenant="acme", agent="a", ts=2, key="user:u1:lang"),
+        "user:u1:lang",
+        state,
+        2.0,
+    )
     assert gone.action == TOMBSTONE and gone.new_version == 2 and state.item is None
     # an old compare-and-set can never match a newer memory of the same key
     again = engine.decide(put(id="c9", expected_version=1), "user:u1:lang", state, 3.0).result
@@ -78,12 +82,22 @@ def test_delete_leaves_a_versioned_tombstone(engine: Engine) -> None:
 
 def test_patch_merges_and_missing_keys_are_rejected(engine: Engine) -> None:
     state = KeyState()
-    missing = engine.decide(Patch(id="p0", tenant="acme", agent="a", ts=1, key="user:u1:p",
-                                  patch={"a": 1}), "user:u1:p", state, 1.0).result  # fmt: skip
+    missing = engine.decide(
+        Patch(id="p0", tenant="acme", agent="a", ts=1, key="user:u1:p", patch={"a": 1}),
+        "user:u1:p",
+        state,
+        1.0,
+    ).result
     assert isinstance(missing, Rejected) and missing.reason.startswith("not_found")
     engine.decide(put(key="user:u1:p", value={"a": 1, "b": {"c": 2}}), "user:u1:p", state, 1.0)
-    patch = Patch(id="p1", tenant="acme", agent="a", ts=2, key="user:u1:p",
-                  patch={"b": {"c": None, "d": 3}, "e": [1]})
+    patch = Patch(
+        id="p1",
+        tenant="acme",
+        agent="a",
+        ts=2,
+        key="user:u1:p",
+        patch={"b": {"c": None, "d": 3}, "e": [1]},
+    )
     patched = engine.decide(patch, "user:u1:p", state, 2.0)
     assert patched.item is not None and patched.item.value == {"a": 1, "b": {"d": 3}, "e": [1]}
     assert patched.item.content == json.dumps(patched.item.value)[:200]  # derived content follows
@@ -108,8 +122,12 @@ def test_expire_sets_and_clears_ttl(engine: Engine) -> None:
     expire = Expire(id="e1", tenant="acme", agent="a", ts=1, key="user:u1:lang", ttl_s=60)
     ttl = engine.decide(expire, "user:u1:lang", state, 101.0)
     assert ttl.item is not None and ttl.item.expires_at == 161.0
-    cleared = engine.decide(Expire(id="e2", tenant="acme", agent="a", ts=1, key="user:u1:lang"),
-                            "user:u1:lang", state, 102.0)  # fmt: skip
+    cleared = engine.decide(
+        Expire(id="e2", tenant="acme", agent="a", ts=1, key="user:u1:lang"),
+        "user:u1:lang",
+        state,
+        102.0,
+    )
     assert cleared.item is not None and cleared.item.expires_at is None
     assert any(op[0] == "zr" and op[1].endswith(":exp") for op in cleared.ops)
 
@@ -117,8 +135,14 @@ def test_expire_sets_and_clears_ttl(engine: Engine) -> None:
 def test_feedback_counts_without_a_version_bump(engine: Engine) -> None:
     state = KeyState()
     engine.decide(put(), "user:u1:lang", state, 1.0)
-    liked = engine.decide(Feedback(id="f", tenant="acme", agent="b", ts=1, key="user:u1:lang",
-                                   kind=FeedbackKind.LIKED), "user:u1:lang", state, 2.0)
+    liked = engine.decide(
+        Feedback(
+            id="f", tenant="acme", agent="b", ts=1, key="user:u1:lang", kind=FeedbackKind.LIKED
+        ),
+        "user:u1:lang",
+        state,
+        2.0,
+    )
     assert liked.guarded is False and liked.feedback_field == "fl" and state.version == 1
     assert state.feedback.liked == 1
 
@@ -127,8 +151,12 @@ def test_index_ops_follow_tag_type_and_term_changes(engine: Engine) -> None:
     state = KeyState()
     first = engine.decide(put(content="alpha beta", tags=("x", "y")), "user:u1:lang", state, 1.0)
     assert ("sa", "zm:acme:o:{user:u1}:tg:x", "user:u1:lang", "") in first.ops
-    second = engine.decide(put(id="c2", content="beta gamma", tags=("y", "z"),
-                               type=MemoryType.DECISION), "user:u1:lang", state, 2.0)  # fmt: skip
+    second = engine.decide(
+        put(id="c2", content="beta gamma", tags=("y", "z"), type=MemoryType.DECISION),
+        "user:u1:lang",
+        state,
+        2.0,
+    )
     ops = set(second.ops)
     assert ("sr", "zm:acme:o:{user:u1}:tg:x", "user:u1:lang", "") in ops
     assert ("sa", "zm:acme:o:{user:u1}:tg:z", "user:u1:lang", "") in ops
@@ -143,10 +171,12 @@ def test_index_ops_follow_tag_type_and_term_changes(engine: Engine) -> None:
 def test_a_rewrite_with_the_same_content_only_moves_the_time_index(engine: Engine) -> None:
     # Same content, and a value whose indexed text (its strings) is the same: a counter.
     state = KeyState()
-    engine.decide(put(value={"n": 1}, content="alpha beta", tags=("x",)), "user:u1:lang",
-                  state, 1.0)  # fmt: skip
-    again = engine.decide(put(id="c2", value={"n": 2}, content="alpha beta", tags=("x",)),
-                          "user:u1:lang", state, 2.0)  # fmt: skip
+    engine.decide(
+        put(value={"n": 1}, content="alpha beta", tags=("x",)), "user:u1:lang", state, 1.0
+    )
+    again = engine.decide(
+        put(id="c2", value={"n": 2}, content="alpha beta", tags=("x",)), "user:u1:lang", state, 2.0
+    )
     assert again.ops == [("za", "zm:acme:o:{user:u1}:t", 2.0, "user:u1:lang")]
 
 

@@ -42,8 +42,9 @@ def test_forget_and_archive_decide_over_an_owner() -> None:
     for i, key in enumerate(("task:t1:a1", "task:t1:a2", "task:t1:b1")):
         states[key] = KeyState()
         e.decide(put(key, f"p{i}", content=f"note {i}"), key, states[key], 10.0 + i)
-    forget = Forget(id="f", tenant="acme", agent="a", ts=1.0, key="task:t1", prefix="task:t1:a",
-                    since=10.5)  # fmt: skip
+    forget = Forget(
+        id="f", tenant="acme", agent="a", ts=1.0, key="task:t1", prefix="task:t1:a", since=10.5
+    )
     outcomes = e.decide_owner(forget, states, {}, 20.0)
     assert [o.key for o in outcomes] == ["task:t1:a2", "task:t1"]
     assert outcomes[0].action == TOMBSTONE and not outcomes[0].record and outcomes[-1].record
@@ -54,8 +55,12 @@ def test_forget_and_archive_decide_over_an_owner() -> None:
     assert [(o.key, o.action) for o in archived[:-1]] == [("task:t1:a1", ARCHIVE)]
     assert archived[-1].result.keys == ("task:t1:a1",)  # a2 was forgotten; b1 is too new
     assert any(op[0] == "hs" and op[1].endswith(":ar") for op in archived[0].ops)
-    bad = e.decide_owner(Forget(id="x", tenant="acme", agent="a", ts=1.0, key="task:t1",
-                                prefix="task:t2:"), states, {}, 1.0)  # fmt: skip
+    bad = e.decide_owner(
+        Forget(id="x", tenant="acme", agent="a", ts=1.0, key="task:t1", prefix="task:t2:"),
+        states,
+        {},
+        1.0,
+    )
     assert len(bad) == 1 and isinstance(bad[0].result, Rejected)
 
 
@@ -63,8 +68,9 @@ def test_restore_continues_the_version_past_the_archive() -> None:
     e, state = engine(), KeyState()
     e.decide(put("user:u1:x", content="kept safe"), "user:u1:x", state, 1.0)
     archived_item = state.item
-    state = KeyState(version=2, item=None, last_command="ar", archived=True,
-                     archived_item=archived_item)  # fmt: skip
+    state = KeyState(
+        version=2, item=None, last_command="ar", archived=True, archived_item=archived_item
+    )
     restore = Restore(id="r", tenant="acme", agent="b", ts=1.0, key="user:u1:x")
     outcome = e.decide(restore, "user:u1:x", state, 50.0)
     assert outcome.result.version == 3 and outcome.item.created_at == 1.0

@@ -36,17 +36,27 @@ DAY = 86_400.0
 T0 = 1_790_000_000.0  # 2026-09-21
 
 
-def item(key: str, content: str = "a short memory", refs: tuple[str, ...] = (),
-         type_: str = "fact", updated_at: float = T0) -> PackItem:
-    return PackItem(key=key, content=content, type=type_, updated_at=updated_at,
-                    references=refs)
+def item(
+    key: str,
+    content: str = "a short memory",
+    refs: tuple[str, ...] = (),
+    type_: str = "fact",
+    updated_at: float = T0,
+) -> PackItem:
+    return PackItem(key=key, content=content, type=type_, updated_at=updated_at, references=refs)
 
 
 def scored(key: str, score: float, relevance: float | None = None) -> ScoredCandidate:
     features = CandidateFeatures(key=key, updated_at=T0)
-    return ScoredCandidate(key=key, score=score,
-                           relevance=score if relevance is None else relevance,
-                           decay=1.0, feedback=1.0, boost=1.0, features=features)
+    return ScoredCandidate(
+        key=key,
+        score=score,
+        relevance=score if relevance is None else relevance,
+        decay=1.0,
+        feedback=1.0,
+        boost=1.0,
+        features=features,
+    )
 
 
 def ranked_list(*keys: str) -> list[ScoredCandidate]:
@@ -85,8 +95,14 @@ def check_invariants(result: PackResult, budget: int, k: int) -> None:
 
 
 def test_line_format() -> None:
-    line = render_line(item("user:u1:pref_lang", "prefers answers in Chinese",
-                            type_="user_preference", updated_at=T0 + 11 * DAY))
+    line = render_line(
+        item(
+            "user:u1:pref_lang",
+            "prefers answers in Chinese",
+            type_="user_preference",
+            updated_at=T0 + 11 * DAY,
+        )
+    )
     assert line == "[2026-10-02 user_preference user:u1:pref_lang] prefers answers in Chinese\n"
 
 
@@ -111,17 +127,38 @@ def test_context_is_the_lines_in_order() -> None:
 
 line_text = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",)), max_size=120
-) | st.sampled_from(["用户喜欢用中文回答。", "done.", "a'b", "x ", "!!!", "🙂🙂 ok", "2026-10-02",
-                     "'s", "...", "\t", "<|endoftext|>", "v2.1 t42", "ünïcödé"])
+) | st.sampled_from(
+    [
+        "用户喜欢用中文回答。",
+        "done.",
+        "a'b",
+        "x ",
+        "!!!",
+        "🙂🙂 ok",
+        "2026-10-02",
+        "'s",
+        "...",
+        "\t",
+        "<|endoftext|>",
+        "v2.1 t42",
+        "ünïcödé",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(line_text, st.sampled_from(["fact", "user_preference", "message"]),
-                          st.sampled_from(["user:u1:pref", "task:t42", "team:x:a.b/c@d"])),
-                min_size=1, max_size=8))
-def test_block_tokens_are_exactly_the_sum_of_line_tokens(
-    rows: list[tuple[str, str, str]]
-) -> None:
+@given(
+    st.lists(
+        st.tuples(
+            line_text,
+            st.sampled_from(["fact", "user_preference", "message"]),
+            st.sampled_from(["user:u1:pref", "task:t42", "team:x:a.b/c@d"]),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_block_tokens_are_exactly_the_sum_of_line_tokens(rows: list[tuple[str, str, str]]) -> None:
     items = [item(key, content, type_=type_) for content, type_, key in rows]
     assert count_tokens(render_context(items)) == sum(cost(i) for i in items)
 
@@ -131,8 +168,7 @@ def test_block_tokens_are_exactly_the_sum_of_line_tokens(
 
 def test_greedy_in_score_order_up_to_k() -> None:
     items = [item(f"k:o:{c}", f"memory {c}") for c in "abcd"]
-    result = pack(ranked_list("k:o:a", "k:o:b", "k:o:c", "k:o:d"), 2, 1000, store(*items),
-                  COUNT)
+    result = pack(ranked_list("k:o:a", "k:o:b", "k:o:c", "k:o:d"), 2, 1000, store(*items), COUNT)
     assert kept_keys(result) == ["k:o:a", "k:o:b"]
     assert result.decisions == {"k:o:a": KEPT, "k:o:b": KEPT}
     assert result.decision(scored("k:o:c", 2.0)) == CUT_BELOW_TOP_K
@@ -244,12 +280,17 @@ def test_stops_after_max_misses() -> None:
 def test_packs_a_real_ranking_and_explains_every_candidate() -> None:
     now = T0 + 100 * DAY
     feats = [
-        CandidateFeatures(key=f"user:u1:m{i}", updated_at=now - i * DAY, doc_len=5,
-                          term_freqs={"tea": 1} if i % 3 == 0 else {})
+        CandidateFeatures(
+            key=f"user:u1:m{i}",
+            updated_at=now - i * DAY,
+            doc_len=5,
+            term_freqs={"tea": 1} if i % 3 == 0 else {},
+        )
         for i in range(30)
     ]
-    ranking = score_candidates(feats, ["tea"], CorpusStats(30, 5.0, {"tea": 10}), now,
-                               RankingConfig())
+    ranking = score_candidates(
+        feats, ["tea"], CorpusStats(30, 5.0, {"tea": 10}), now, RankingConfig()
+    )
     items = {f.key: item(f.key, f"memory {f.key} about tea") for f in feats}
     result = pack(ranking, 3, 1000, items.get, COUNT)
     assert kept_keys(result) == ["user:u1:m0", "user:u1:m3", "user:u1:m6"]
@@ -261,16 +302,23 @@ def test_packs_a_real_ranking_and_explains_every_candidate() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 40), k=st.integers(0, 12),
-       budget=st.integers(0, 600))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(0, 40),
+    k=st.integers(0, 12),
+    budget=st.integers(0, 600),
+)
 def test_budget_is_never_exceeded(seed: int, n: int, k: int, budget: int) -> None:
     rng = random.Random(seed)
     words = ["tea", "用户", "喜欢", "invoice", "v2.1", "🙂", "a", "ok.", "t42", "\n"]
     keys = [f"k:o:{i}" for i in range(n + 10)]  # 10 that are only ever references
     items = {
-        key: item(key, " ".join(rng.choice(words) for _ in range(rng.randint(0, 60))),
-                  refs=tuple(rng.sample(keys, rng.randint(0, 3))) if rng.random() < 0.5 else (),
-                  updated_at=T0 - rng.random() * 400 * DAY)
+        key: item(
+            key,
+            " ".join(rng.choice(words) for _ in range(rng.randint(0, 60))),
+            refs=tuple(rng.sample(keys, rng.randint(0, 3))) if rng.random() < 0.5 else (),
+            updated_at=T0 - rng.random() * 400 * DAY,
+        )
         for key in keys
         if rng.random() < 0.95  # some are missing
     }

@@ -34,19 +34,27 @@ DAY = 86_400.0
 DEFAULT = RankingConfig()
 
 
-def cand(key: str, age_s: float = 0.0, terms: dict[str, int] | None = None, doc_len: int = 10,
-         **kw: Any) -> CandidateFeatures:
-    return CandidateFeatures(key=key, updated_at=NOW - age_s, doc_len=doc_len,
-                             term_freqs=terms or {}, **kw)
+def cand(
+    key: str, age_s: float = 0.0, terms: dict[str, int] | None = None, doc_len: int = 10, **kw: Any
+) -> CandidateFeatures:
+    return CandidateFeatures(
+        key=key, updated_at=NOW - age_s, doc_len=doc_len, term_freqs=terms or {}, **kw
+    )
 
 
-def stats(df: dict[str, int] | None = None, n_docs: int = 100, avg_len: float = 10.0
-          ) -> CorpusStats:
+def stats(
+    df: dict[str, int] | None = None, n_docs: int = 100, avg_len: float = 10.0
+) -> CorpusStats:
     return CorpusStats(n_docs=n_docs, avg_len=avg_len, df=df or {})
 
 
-def rank(cands: list[CandidateFeatures], query: list[str], corpus: CorpusStats | None = None,
-         config: RankingConfig = DEFAULT, strategy: Strategy | None = None) -> Ranking:
+def rank(
+    cands: list[CandidateFeatures],
+    query: list[str],
+    corpus: CorpusStats | None = None,
+    config: RankingConfig = DEFAULT,
+    strategy: Strategy | None = None,
+) -> Ranking:
     return score_candidates(cands, query, corpus or stats(), NOW, config, strategy)
 
 
@@ -62,7 +70,10 @@ def test_defaults() -> None:
     assert DEFAULT.half_life_s == DEFAULT_HALF_LIFE_S == 30 * DAY
     assert DEFAULT.decay_floor == 0.35
     assert (DEFAULT.liked_weight, DEFAULT.disliked_weight, DEFAULT.important_weight) == (
-        5.0, 0.1, 3.0)
+        5.0,
+        0.1,
+        3.0,
+    )
 
 
 def test_from_dict_overrides_and_validates() -> None:
@@ -97,7 +108,7 @@ def test_repeated_feedback_has_diminishing_bounded_returns() -> None:
     assert gains[0] > gains[1]  # the second like adds more than the third
     assert all(math.isfinite(w) and w < 25.0 for w in weights)  # ceiling: 5 ** 2
     assert weights[5] == pytest.approx(5 ** feedback_exponent(5000, 2.0))
-    assert 0.1 ** 2 < feedback_weight(0, 5000, 0, DEFAULT) < 0.1
+    assert 0.1**2 < feedback_weight(0, 5000, 0, DEFAULT) < 0.1
     assert feedback_exponent(0, 2.0) == 0.0 and feedback_exponent(1, 2.0) == 1.0
     assert feedback_exponent(2, 2.0) == 1.5
 
@@ -147,8 +158,10 @@ def test_liked_memory_outranks_an_otherwise_equal_one() -> None:
 
 
 def test_disliked_memory_sinks() -> None:
-    cands = [cand("user:u1:a", DAY, {"tea": 1}, disliked=1),
-             cand("user:u1:b", 20 * DAY, {"tea": 1})]
+    cands = [
+        cand("user:u1:a", DAY, {"tea": 1}, disliked=1),
+        cand("user:u1:b", 20 * DAY, {"tea": 1}),
+    ]
     assert keys(rank(cands, ["tea"], stats({"tea": 2}))) == ["user:u1:b", "user:u1:a"]
 
 
@@ -159,8 +172,7 @@ def test_old_relevant_memory_beats_new_weak_one_unless_decay_is_steep() -> None:
     query = ["language", "chinese"]
     assert keys(rank([new, old], query, corpus)) == ["user:u1:pref_lang", "session:s9:chat"]
     steep = RankingConfig(half_life_s=3600.0, decay_floor=0.0)
-    assert keys(rank([new, old], query, corpus, steep)) == [
-        "session:s9:chat", "user:u1:pref_lang"]
+    assert keys(rank([new, old], query, corpus, steep)) == ["session:s9:chat", "user:u1:pref_lang"]
     # The same through a request strategy.
     strategy = build_strategy({"name": "recency", "half_life_s": 3600, "floor": 0})
     assert keys(rank([new, old], query, corpus, strategy=strategy))[0] == "session:s9:chat"
@@ -178,8 +190,12 @@ def test_floor_keeps_old_relevant_memory_above_new_irrelevant_one() -> None:
 
 
 def test_empty_query_ranks_recent_and_valued() -> None:
-    cands = [cand("k:o:old", 90 * DAY), cand("k:o:new", DAY), cand("k:o:mid", 10 * DAY),
-             cand("k:o:old_liked", 90 * DAY, liked=1)]
+    cands = [
+        cand("k:o:old", 90 * DAY),
+        cand("k:o:new", DAY),
+        cand("k:o:mid", 10 * DAY),
+        cand("k:o:old_liked", 90 * DAY, liked=1),
+    ]
     ranking = rank(cands, [])
     assert keys(ranking) == ["k:o:old_liked", "k:o:new", "k:o:mid", "k:o:old"]
     assert all(c.relevance == 1.0 for c in ranking)
@@ -194,16 +210,19 @@ def test_query_matching_nothing_falls_back_to_recency() -> None:
 
 
 def test_unmatched_candidates_come_last_newest_first() -> None:
-    cands = [cand("k:o:z1", 3 * DAY), cand("k:o:hit", 50 * DAY, {"tea": 1}),
-             cand("k:o:z2", DAY)]
+    cands = [cand("k:o:z1", 3 * DAY), cand("k:o:hit", 50 * DAY, {"tea": 1}), cand("k:o:z2", DAY)]
     ranking = rank(cands, ["tea"], stats({"tea": 1}))
     assert keys(ranking) == ["k:o:hit", "k:o:z2", "k:o:z1"]
     assert [c.score > 0 for c in ranking] == [True, False, False]
 
 
 def test_ties_go_newest_first_then_by_key() -> None:
-    cands = [cand("k:o:b", DAY), cand("k:o:a", DAY), cand("k:o:c", 2 * DAY),
-             cand("k:o:d", 0.5 * DAY)]
+    cands = [
+        cand("k:o:b", DAY),
+        cand("k:o:a", DAY),
+        cand("k:o:c", 2 * DAY),
+        cand("k:o:d", 0.5 * DAY),
+    ]
     config = RankingConfig(half_life_s=None)  # every score is exactly 1.0
     assert keys(rank(cands, [], config=config)) == ["k:o:d", "k:o:a", "k:o:b", "k:o:c"]
     shuffled = cands[:]
@@ -240,29 +259,55 @@ def test_ranking_behaves_like_a_sequence() -> None:
         ranking[5]
 
 
-def _reference_score(c: CandidateFeatures, query: list[str], corpus: CorpusStats,
-                     config: RankingConfig, any_match: bool) -> float:
-    relevance = sum(bm25(c.term_freqs.get(t, 0), corpus.df.get(t, 0), corpus.n_docs, c.doc_len,
-                         corpus.avg_len, config.k1, config.b) for t in set(query))
-    return ((relevance if any_match else 1.0)
-            * time_decay(NOW - c.updated_at, config.half_life_s, config.decay_floor)
-            * feedback_weight(c.liked, c.disliked, c.important, config))
+def _reference_score(
+    c: CandidateFeatures,
+    query: list[str],
+    corpus: CorpusStats,
+    config: RankingConfig,
+    any_match: bool,
+) -> float:
+    relevance = sum(
+        bm25(
+            c.term_freqs.get(t, 0),
+            corpus.df.get(t, 0),
+            corpus.n_docs,
+            c.doc_len,
+            corpus.avg_len,
+            config.k1,
+            config.b,
+        )
+        for t in set(query)
+    )
+    return (
+        (relevance if any_match else 1.0)
+        * time_decay(NOW - c.updated_at, config.half_life_s, config.decay_floor)
+        * feedback_weight(c.liked, c.disliked, c.important, config)
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 700),
-       match=st.sampled_from([0.0, 0.02, 0.5, 1.0]), empty_query=st.booleans(),
-       no_decay=st.booleans())
-def test_order_is_total_and_matches_a_reference(seed: int, n: int, match: float,
-                                                empty_query: bool, no_decay: bool) -> None:
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(0, 700),
+    match=st.sampled_from([0.0, 0.02, 0.5, 1.0]),
+    empty_query=st.booleans(),
+    no_decay=st.booleans(),
+)
+def test_order_is_total_and_matches_a_reference(
+    seed: int, n: int, match: float, empty_query: bool, no_decay: bool
+) -> None:
     """Many exact ties (few distinct ages and tfs), enough candidates to go past the
     lazily ordered head; positions read out of order must still come out right."""
     rng = random.Random(seed)
     query = [] if empty_query else ["tea", "milk"]
     cands = [
-        cand(f"k:o:{rng.randrange(10**6):06d}-{i}", rng.choice([0, 1, 2, 40, 90]) * DAY,
-             {"tea": rng.choice([1, 2])} if rng.random() < match else {},
-             doc_len=rng.choice([5, 10]), liked=int(rng.random() < 0.1))
+        cand(
+            f"k:o:{rng.randrange(10**6):06d}-{i}",
+            rng.choice([0, 1, 2, 40, 90]) * DAY,
+            {"tea": rng.choice([1, 2])} if rng.random() < match else {},
+            doc_len=rng.choice([5, 10]),
+            liked=int(rng.random() < 0.1),
+        )
         for i in range(n)
     ]
     corpus = stats({"tea": max(1, n // 3), "milk": 1}, n_docs=max(n, 1))
@@ -280,7 +325,8 @@ def test_order_is_total_and_matches_a_reference(seed: int, n: int, match: float,
     for s in scored:
         assert s.score == s.relevance * s.decay * s.feedback * s.boost
         assert s.score == pytest.approx(
-            _reference_score(s.features, query, corpus, config, any_match), rel=1e-12)
+            _reference_score(s.features, query, corpus, config, any_match), rel=1e-12
+        )
 
 
 # --- Strategies ------------------------------------------------------------------------
@@ -313,12 +359,12 @@ def test_by_tag_boosts_or_filters() -> None:
 
 
 def test_by_type_boosts_or_filters() -> None:
-    cands = [cand("k:o:fact", 0.0, type="fact"),
-             cand("k:o:pref", 5 * DAY, type="user_preference")]
+    cands = [cand("k:o:fact", 0.0, type="fact"), cand("k:o:pref", 5 * DAY, type="user_preference")]
     boost = build_strategy({"name": "by_type", "types": ["user_preference"], "boost": 4.0})
     assert keys(rank(cands, [], strategy=boost)) == ["k:o:pref", "k:o:fact"]
-    only = build_strategy({"name": "by_type", "types": ["user_preference"], "only": True,
-                           "boost": 1.0})
+    only = build_strategy(
+        {"name": "by_type", "types": ["user_preference"], "only": True, "boost": 1.0}
+    )
     assert keys(rank(cands, [], strategy=only)) == ["k:o:pref"]
     assert not only.boosts
     with pytest.raises(StrategyError, match=r"unknown type.*user_pref"):
@@ -328,8 +374,7 @@ def test_by_type_boosts_or_filters() -> None:
 def test_feedback_weight_strategy_overrides_weights() -> None:
     strategy = build_strategy({"name": "feedback_weight", "liked": 2, "disliked": 0})
     config = strategy.config(DEFAULT)
-    assert (config.liked_weight, config.disliked_weight, config.important_weight) == (
-        2.0, 0.0, 3.0)
+    assert (config.liked_weight, config.disliked_weight, config.important_weight) == (2.0, 0.0, 3.0)
     cands = [cand("k:o:a", 0.0, {"tea": 1}, disliked=1), cand("k:o:b", 0.0, {"tea": 1})]
     ranking = rank(cands, ["tea"], stats({"tea": 2}), strategy=strategy)
     # A zero weight sinks the memory to a zero score: it is ranked last, never packed.
@@ -341,11 +386,14 @@ def test_recency_and_no_decay_strategies() -> None:
     recency = build_strategy({"name": "recency", "half_life_s": 3600, "floor": 0.1})
     assert recency.config(DEFAULT).half_life_s == 3600.0
     assert recency.config(DEFAULT).decay_floor == 0.1
-    assert build_strategy({"name": "recency", "half_life_s": None}).config(
-        DEFAULT).half_life_s is None
+    assert (
+        build_strategy({"name": "recency", "half_life_s": None}).config(DEFAULT).half_life_s is None
+    )
     assert build_strategy({"name": "no_decay"}).config(DEFAULT).half_life_s is None
-    cands = [cand("k:o:old", 300 * DAY, {"tea": 1}, doc_len=5),
-             cand("k:o:new", 0.0, {"tea": 1}, doc_len=40)]
+    cands = [
+        cand("k:o:old", 300 * DAY, {"tea": 1}, doc_len=5),
+        cand("k:o:new", 0.0, {"tea": 1}, doc_len=40),
+    ]
     assert keys(rank(cands, ["tea"], stats({"tea": 2}), strategy=recency))[0] == "k:o:new"
     no_decay = build_strategy({"name": "no_decay"})
     assert keys(rank(cands, ["tea"], stats({"tea": 2}), strategy=no_decay))[0] == "k:o:old"
@@ -354,22 +402,37 @@ def test_recency_and_no_decay_strategies() -> None:
 def test_compose_applies_steps_in_order() -> None:
     recency = {"name": "recency", "half_life_s": 3600}
     no_decay = {"name": "no_decay"}
-    assert build_strategy({"name": "compose", "steps": [recency, no_decay]}).config(
-        DEFAULT).half_life_s is None
-    assert build_strategy({"name": "compose", "steps": [no_decay, recency]}).config(
-        DEFAULT).half_life_s == 3600.0
-    composed = build_strategy({"name": "compose", "steps": [
-        {"name": "time_window", "seconds": 30 * DAY},
-        {"name": "by_tag", "tags": ["billing"], "boost": 2.0},
-        {"name": "by_type", "types": ["fact"], "boost": 3.0},
-        {"name": "compose", "steps": [{"name": "feedback_weight", "liked": 1}]},
-    ]})
+    assert (
+        build_strategy({"name": "compose", "steps": [recency, no_decay]})
+        .config(DEFAULT)
+        .half_life_s
+        is None
+    )
+    assert (
+        build_strategy({"name": "compose", "steps": [no_decay, recency]})
+        .config(DEFAULT)
+        .half_life_s
+        == 3600.0
+    )
+    composed = build_strategy(
+        {
+            "name": "compose",
+            "steps": [
+                {"name": "time_window", "seconds": 30 * DAY},
+                {"name": "by_tag", "tags": ["billing"], "boost": 2.0},
+                {"name": "by_type", "types": ["fact"], "boost": 3.0},
+                {"name": "compose", "steps": [{"name": "feedback_weight", "liked": 1}]},
+            ],
+        }
+    )
     assert composed.filters and composed.boosts
     assert composed.config(DEFAULT).liked_weight == 1.0
-    cands = [cand("k:o:both", 2 * DAY, type="fact", tags=("billing",)),
-             cand("k:o:tag", DAY, type="message", tags=("billing",)),
-             cand("k:o:none", 0.0, type="message"),
-             cand("k:o:expired", 40 * DAY, type="fact", tags=("billing",))]
+    cands = [
+        cand("k:o:both", 2 * DAY, type="fact", tags=("billing",)),
+        cand("k:o:tag", DAY, type="message", tags=("billing",)),
+        cand("k:o:none", 0.0, type="message"),
+        cand("k:o:expired", 40 * DAY, type="fact", tags=("billing",)),
+    ]
     ranking = rank(cands, [], strategy=composed)
     assert keys(ranking) == ["k:o:both", "k:o:tag", "k:o:none"]
     assert ranking[0].boost == 6.0
@@ -419,9 +482,15 @@ def test_strategy_error_is_a_value_error() -> None:
 
 def test_large_ranking_with_ties_is_ordered_across_lazy_layers() -> None:
     rng = random.Random(11)
-    cands = [cand(f"k:o:{rng.randrange(10**9):09d}", rng.choice([0, 1, 50, 100]) * DAY,
-                  liked=rng.choice([0, 0, 0, 1, 2]), important=rng.choice([0, 0, 1]))
-             for _ in range(3000)]
+    cands = [
+        cand(
+            f"k:o:{rng.randrange(10**9):09d}",
+            rng.choice([0, 1, 50, 100]) * DAY,
+            liked=rng.choice([0, 0, 0, 1, 2]),
+            important=rng.choice([0, 0, 1]),
+        )
+        for _ in range(3000)
+    ]
     ranking = rank(cands, [])
     middle = ranking[1500]  # read deep first: forces the later layers
     scored = list(ranking)
@@ -435,10 +504,12 @@ def test_a_preference_does_not_fade_but_chit_chat_does() -> None:
     word with the query (measured in bench/quality/run.py: old preferences were buried)."""
     now = 10_000_000.0
     day = 86_400.0
-    old_pref = CandidateFeatures("user:u1:pref_lang", now - 60 * day, 6, {"languag": 1},
-                                 type="user_preference")
-    chat = CandidateFeatures("user:u1:01J9ZK3Q8X7Y6W5V4T3S2R1Q0P", now - day, 6, {"languag": 1},
-                             type="message")
+    old_pref = CandidateFeatures(
+        "user:u1:pref_lang", now - 60 * day, 6, {"languag": 1}, type="user_preference"
+    )
+    chat = CandidateFeatures(
+        "user:u1:01J9ZK3Q8X7Y6W5V4T3S2R1Q0P", now - day, 6, {"languag": 1}, type="message"
+    )
     stats = CorpusStats(n_docs=100, avg_len=6.0, df={"languag": 2})
     ranked = score_candidates([chat, old_pref], ["languag"], stats, now, RankingConfig())
     assert ranked[0].key == "user:u1:pref_lang" and ranked[0].decay == 1.0

@@ -31,7 +31,11 @@ def test_drops_stop_words() -> None:
 
 def test_keeps_ids_and_dotted_versions_whole() -> None:
     assert terms("task t42 for u10086 on v2.1 at 10.0.0.1") == [
-        "task", "t42", "u10086", "v2.1", "10.0.0.1",
+        "task",
+        "t42",
+        "u10086",
+        "v2.1",
+        "10.0.0.1",
     ]
     # A dot after letters is a separator, and a sentence-ending "2." is just 2.
     assert terms("see file.txt, step 2.") == ["see", "file", "txt", "step", "2"]
@@ -134,7 +138,12 @@ def test_numbered_key_names_are_not_indexed_by_default() -> None:
 def test_index_terms_splits_camel_case_and_separators_in_names() -> None:
     assert set(index_terms("", "prefLang", (), index_name=True)) == {"pref", "lang"}
     assert set(index_terms("", "HTTPServer.config-v2/notes@x", (), index_name=True)) == {
-        "http", "server", "config", "v2", "note", "x",
+        "http",
+        "server",
+        "config",
+        "v2",
+        "note",
+        "x",
     }
 
 
@@ -162,10 +171,14 @@ def test_source_text_takes_strings_of_a_structured_value_and_is_capped() -> None
 # JSON-like values, as a command's value decodes: few distinct strings, so that equal texts
 # in different shapes ("a b" against ["a", "b"]) come up.
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
     | st.sampled_from(["", "a", "b", "a b", "x" * (INDEX_TEXT_MAX_CHARS - 1)]),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner,
-                                                                  max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 

@@ -120,8 +120,7 @@ def test_cached_rank_file_is_used_without_network(
     assert no_network == []
 
 
-def test_corrupt_cached_file_counts_as_missing(fresh_caches: Path, no_network: list[str]
-                                               ) -> None:
+def test_corrupt_cached_file_counts_as_missing(fresh_caches: Path, no_network: list[str]) -> None:
     url = DOWNLOADED_FILES["o200k_base"][0][0]
     Path(cache_path(url) or "").write_bytes(b"not the ranks")
     with pytest.raises(UnknownEncodingError, match="not in tiktoken's cache"):
@@ -129,8 +128,9 @@ def test_corrupt_cached_file_counts_as_missing(fresh_caches: Path, no_network: l
     assert no_network == []
 
 
-def test_disabled_cache_means_unavailable(monkeypatch: pytest.MonkeyPatch,
-                                          no_network: list[str]) -> None:
+def test_disabled_cache_means_unavailable(
+    monkeypatch: pytest.MonkeyPatch, no_network: list[str]
+) -> None:
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
     monkeypatch.setattr(tokens, "_encodings", {})
     assert cache_path(CL100K_URL) is None
@@ -153,8 +153,13 @@ def test_downloaded_files_match_tiktoken(monkeypatch: pytest.MonkeyPatch) -> Non
         fetched.append((url, expected_hash or ""))
         return {}
 
-    def data_gym(vocab_bpe_file: str, encoder_json_file: str, vocab_bpe_hash: str | None = None,
-                 encoder_json_hash: str | None = None, **_: Any) -> dict[bytes, int]:
+    def data_gym(
+        vocab_bpe_file: str,
+        encoder_json_file: str,
+        vocab_bpe_hash: str | None = None,
+        encoder_json_hash: str | None = None,
+        **_: Any,
+    ) -> dict[bytes, int]:
         fetched.append((vocab_bpe_file, vocab_bpe_hash or ""))
         fetched.append((encoder_json_file, encoder_json_hash or ""))
         return {}

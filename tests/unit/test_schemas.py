@@ -20,19 +20,32 @@ from zeromem.schemas.export import DEFAULT_DIR, SCHEMAS, render
 
 def envelope(**overrides: object) -> dict[str, object]:
     base: dict[str, object] = {
-        "op": "put", "id": "c1", "tenant": "acme", "agent": "planner", "ts": time.time(),
+        "op": "put",
+        "id": "c1",
+        "tenant": "acme",
+        "agent": "planner",
+        "ts": time.time(),
         "key": "user:u10086:pref_lang",
-    }  # fmt: skip
+    }
     base.update(overrides)
     return base
 
 
 def test_round_trip_of_every_command() -> None:
-    put = Put(id="c1", tenant="acme", agent="a", ts=1.0, key="task:t42:status",
-              value={"state": "running"}, content="t42 running", tags=("ops",))  # fmt: skip
+    put = Put(
+        id="c1",
+        tenant="acme",
+        agent="a",
+        ts=1.0,
+        key="task:t42:status",
+        value={"state": "running"},
+        content="t42 running",
+        tags=("ops",),
+    )
     assert decode_command(encode(put)) == put
-    delete = Delete(id="c2", tenant="acme", agent="a", ts=1.0, key="task:t42:status",
-                    expected_version=3)  # fmt: skip
+    delete = Delete(
+        id="c2", tenant="acme", agent="a", ts=1.0, key="task:t42:status", expected_version=3
+    )
     assert decode_command(encode(delete)) == delete
 
 
@@ -68,8 +81,9 @@ def test_envelope_checks_hold_for_values_seen_before_and_at_construction() -> No
     a valid value seen before must not let a bad one through, and a command built in
     Python is checked as a decoded one is."""
     for _ in range(2):  # the second time, every valid value is a cache hit
-        good = decode_command(msgspec.msgpack.encode(envelope(id="a-b_c", tenant="acme",
-                                                              key="user:u1:x")))  # fmt: skip
+        good = decode_command(
+            msgspec.msgpack.encode(envelope(id="a-b_c", tenant="acme", key="user:u1:x"))
+        )
         assert (good.id, good.tenant, good.key) == ("a-b_c", "acme", "user:u1:x")
         for change in ({"tenant": "acme "}, {"key": "user:u1:x:y"}, {"id": "a-b_c!"}):
             with pytest.raises(msgspec.ValidationError):

@@ -43,7 +43,9 @@ async def test_back_to_back_writes_share_one_message_sent_at_the_next_loop_turn(
     for _ in range(10):  # a few turns of the loop: the flush task, and its yields
         await asyncio.sleep(0)
     assert [(s, values(p, h), n) for s, p, h, n in acks.sent] == [
-        ("zm.cmd.acme.1", [0, 1, 2, 3, 4], 5), ("zm.cmd.acme.2", [5], 1)]
+        ("zm.cmd.acme.1", [0, 1, 2, 3, 4], 5),
+        ("zm.cmd.acme.2", [5], 1),
+    ]
     first, single = acks.sent[0][2], acks.sent[1][2]
     assert first == {naming.MSG_ID_HEADER: "c0000+5", naming.BATCH_HEADER: "5"}
     assert single == {naming.MSG_ID_HEADER: "c0005"}  # alone: a plain command message

@@ -11,9 +11,21 @@ from zeromem.bus import _Client
 _HEADER_BYTES = st.lists(
     st.one_of(
         st.binary(max_size=12),
-        st.sampled_from([b"Nats-Msg-Id: abc", b"Zm-Reply:_INBOX.x.y", b"a b: c", b"\x1cX: y",
-                         b" Name :\tv ", b": empty", b"K:", b"\xffbad: v", b"V: \xff\xfe",
-                         b"Status: 404", b"no colon"]),
+        st.sampled_from(
+            [
+                b"Nats-Msg-Id: abc",
+                b"Zm-Reply:_INBOX.x.y",
+                b"a b: c",
+                b"\x1cX: y",
+                b" Name :\tv ",
+                b": empty",
+                b"K:",
+                b"\xffbad: v",
+                b"V: \xff\xfe",
+                b"Status: 404",
+                b"no colon",
+            ]
+        ),
     ),
     max_size=6,
 ).map(b"\r\n".join)

@@ -185,7 +185,15 @@ class Restore(_Command, tag="restore"):
 
 Command = Put | Patch | Delete | Expire | Feedback | Touch | Forget | Archive | Restore
 COMMAND_TYPES: tuple[type[_Command], ...] = (
-    Put, Patch, Delete, Expire, Feedback, Touch, Forget, Archive, Restore
+    Put,
+    Patch,
+    Delete,
+    Expire,
+    Feedback,
+    Touch,
+    Forget,
+    Archive,
+    Restore,
 )
 # Commands over a whole owner (``key`` names the owner, never a memory).
 OWNER_COMMANDS: tuple[type[_Command], ...] = (Forget, Archive)

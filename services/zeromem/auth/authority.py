@@ -46,8 +46,16 @@ SYSTEM_ACCOUNT_NAME = "SYS"
 SERVICE_ROLES = ("admin", "worker", "reader")
 REDIS_ROLES = ("admin", "worker", "reader")
 
-_UNLIMITED = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
-              "wildcards": True, "conn": -1, "leaf": -1}  # fmt: skip
+_UNLIMITED = {
+    "subs": -1,
+    "data": -1,
+    "payload": -1,
+    "imports": -1,
+    "exports": -1,
+    "wildcards": True,
+    "conn": -1,
+    "leaf": -1,
+}
 _JETSTREAM = {"mem_storage": -1, "disk_storage": -1, "streams": -1, "consumer": -1}
 
 
@@ -156,8 +164,9 @@ class Authority:
         try:
             state = json.loads(path.read_text())
         except FileNotFoundError:
-            raise AuthError(f"no authority in {directory} (run `zeromem up`, or "
-                            "`zeromem auth init`)") from None  # fmt: skip
+            raise AuthError(
+                f"no authority in {directory} (run `zeromem up`, or `zeromem auth init`)"
+            ) from None
         return cls(Path(directory), state)
 
     @classmethod
@@ -170,8 +179,9 @@ class Authority:
                 "operator": KeyPair.generate("operator").seed,
                 "system_account": KeyPair.generate("account").seed,
                 "account": KeyPair.generate("account").seed,
-                "signing": {name: KeyPair.generate("account").seed
-                            for name in ("service", *SCOPES)},
+                "signing": {
+                    name: KeyPair.generate("account").seed for name in ("service", *SCOPES)
+                },
                 "redis_passwords": {role: secrets.token_urlsafe(24) for role in REDIS_ROLES},
                 "created_at": int(time.time()),
                 "account_issued_at": 0,
@@ -185,13 +195,23 @@ class Authority:
 
     def operator_jwt(self) -> str:
         nats = {"system_account": self.system_account.public, "type": "operator", "version": 2}
-        return nats_jwt.encode(self.operator, self.operator.public, "zeromem", nats,
-                               issued_at=self._state["created_at"])  # fmt: skip
+        return nats_jwt.encode(
+            self.operator,
+            self.operator.public,
+            "zeromem",
+            nats,
+            issued_at=self._state["created_at"],
+        )
 
     def system_account_jwt(self) -> str:
         nats = {"limits": _UNLIMITED, "type": "account", "version": 2}
-        return nats_jwt.encode(self.operator, self.system_account.public, SYSTEM_ACCOUNT_NAME,
-                               nats, issued_at=self._state["created_at"])  # fmt: skip
+        return nats_jwt.encode(
+            self.operator,
+            self.system_account.public,
+            SYSTEM_ACCOUNT_NAME,
+            nats,
+            issued_at=self._state["created_at"],
+        )
 
     def account_jwt(self) -> str:
         """The application account: JetStream on, the agents' permission templates on
@@ -202,15 +222,30 @@ class Authority:
             template = agent_permissions(audit=scope.startswith("auditor")).claims()
             if scope.endswith("-bearer"):
                 template["bearer_token"] = True
-            keys.append({"kind": "user_scope", "key": self.signing[scope].public, "role": scope,
-                         "template": template})  # fmt: skip
-        nats: dict[str, Any] = {"limits": {**_UNLIMITED, **_JETSTREAM}, "signing_keys": keys,
-                                "type": "account", "version": 2}  # fmt: skip
+            keys.append(
+                {
+                    "kind": "user_scope",
+                    "key": self.signing[scope].public,
+                    "role": scope,
+                    "template": template,
+                }
+            )
+        nats: dict[str, Any] = {
+            "limits": {**_UNLIMITED, **_JETSTREAM},
+            "signing_keys": keys,
+            "type": "account",
+            "version": 2,
+        }
         revocations = self.registry().get("revocations", {})
         if revocations:
             nats["revocations"] = revocations
-        return nats_jwt.encode(self.operator, self.account.public, ACCOUNT_NAME, nats,
-                               issued_at=self._account_issued_at())  # fmt: skip
+        return nats_jwt.encode(
+            self.operator,
+            self.account.public,
+            ACCOUNT_NAME,
+            nats,
+            issued_at=self._account_issued_at(),
+        )
 
     def _account_issued_at(self) -> int:
         return max(self._state.get("account_issued_at", 0), self._state["created_at"])
@@ -224,31 +259,44 @@ class Authority:
             _write_private(self.directory / STATE_FILE, json.dumps(state, indent=2) + "\n")
             self._state = state
 
-    def nats_config(self, *, host: str, port: int, store_dir: Path, resolver_dir: Path,
-                    server_name: str = "zeromem", extra: str = "") -> str:  # fmt: skip
+    def nats_config(
+        self,
+        *,
+        host: str,
+        port: int,
+        store_dir: Path,
+        resolver_dir: Path,
+        server_name: str = "zeromem",
+        extra: str = "",
+    ) -> str:
         """A nats-server configuration in operator mode with a full resolver: the
         accounts are preloaded, and later versions pushed to ``$SYS.REQ.CLAIMS.UPDATE``
         are kept in ``resolver_dir`` across restarts."""
-        return "\n".join([
-            f"server_name: {json.dumps(server_name)}",
-            f"host: {json.dumps(host)}",
-            f"port: {port}",
-            f"jetstream {{ store_dir: {json.dumps(str(store_dir))} }}",
-            f"operator: {self.operator_jwt()}",
-            f"system_account: {self.system_account.public}",
-            "resolver {",
-            "  type: full",
-            f"  dir: {json.dumps(str(resolver_dir))}",
-            "  allow_delete: false",
-            '  interval: "2m"',
-            '  timeout: "1.9s"',
-            "}",
-            "resolver_preload {",
-            f"  {self.system_account.public}: {self.system_account_jwt()}",
-            f"  {self.account.public}: {self.account_jwt()}",
-            "}",
-            extra,
-        ]) + "\n"  # fmt: skip
+        return (
+            "\n".join(
+                [
+                    f"server_name: {json.dumps(server_name)}",
+                    f"host: {json.dumps(host)}",
+                    f"port: {port}",
+                    f"jetstream {{ store_dir: {json.dumps(str(store_dir))} }}",
+                    f"operator: {self.operator_jwt()}",
+                    f"system_account: {self.system_account.public}",
+                    "resolver {",
+                    "  type: full",
+                    f"  dir: {json.dumps(str(resolver_dir))}",
+                    "  allow_delete: false",
+                    '  interval: "2m"',
+                    '  timeout: "1.9s"',
+                    "}",
+                    "resolver_preload {",
+                    f"  {self.system_account.public}: {self.system_account_jwt()}",
+                    f"  {self.account.public}: {self.account_jwt()}",
+                    "}",
+                    extra,
+                ]
+            )
+            + "\n"
+        )
 
     # --- credentials ---------------------------------------------------------------------
 
@@ -257,16 +305,31 @@ class Authority:
         system account's user, which pushes account updates)."""
         user = KeyPair.generate("user")
         if role == "system":
-            nats = {"pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
-                    "tags": [f"{ROLE_TAG}:system"], "type": "user", "version": 2}  # fmt: skip
-            return Credential(nats_jwt.encode(self.system_account, user.public, "system", nats),
-                              user.seed)  # fmt: skip
+            nats = {
+                "pub": {},
+                "sub": {},
+                "subs": -1,
+                "data": -1,
+                "payload": -1,
+                "tags": [f"{ROLE_TAG}:system"],
+                "type": "user",
+                "version": 2,
+            }
+            return Credential(
+                nats_jwt.encode(self.system_account, user.public, "system", nats), user.seed
+            )
         if role not in SERVICE_PERMISSIONS:
             raise AuthError(f"unknown service role {role!r}")
-        nats = {**SERVICE_PERMISSIONS[role]().claims(), "tags": [f"{ROLE_TAG}:{role}"],
-                "issuer_account": self.account.public, "type": "user", "version": 2}  # fmt: skip
-        return Credential(nats_jwt.encode(self.signing["service"], user.public, role, nats),
-                          user.seed)  # fmt: skip
+        nats = {
+            **SERVICE_PERMISSIONS[role]().claims(),
+            "tags": [f"{ROLE_TAG}:{role}"],
+            "issuer_account": self.account.public,
+            "type": "user",
+            "version": 2,
+        }
+        return Credential(
+            nats_jwt.encode(self.signing["service"], user.public, role, nats), user.seed
+        )
 
     def service_creds_path(self, role: str) -> Path:
         """The service's creds file, written on first use (and kept: services restart
@@ -277,24 +340,41 @@ class Authority:
         return path
 
     def issue_agent(
-        self, tenant: str, agent: str, *, audit: bool = False, bearer: bool = False,
-        expires_in: float | None = None, record: bool = True,
-    ) -> Credential:  # fmt: skip
+        self,
+        tenant: str,
+        agent: str,
+        *,
+        audit: bool = False,
+        bearer: bool = False,
+        expires_in: float | None = None,
+        record: bool = True,
+    ) -> Credential:
         """A credential for ``agent`` of ``tenant``: it can act as that agent only.
         ``record=False`` (what the local CLI mints for itself, short-lived) keeps it off
         the registry. A recorded credential's tenant must exist."""
         check_tenant(tenant)
         check_agent(agent)
         if record and tenant not in self.registry().get("tenants", {}):
-            raise AuthError(f"unknown tenant {tenant!r}: "
-                            f"`zeromem auth tenant create {tenant}` first")  # fmt: skip
+            raise AuthError(
+                f"unknown tenant {tenant!r}: `zeromem auth tenant create {tenant}` first"
+            )
         user = KeyPair.generate("user")
         now = int(time.time())
         expires_at = int(now + expires_in) if expires_in else 0
-        nats = {"tags": [f"{TENANT_TAG}:{tenant}", f"{AGENT_TAG}:{agent}"],
-                "issuer_account": self.account.public, "type": "user", "version": 2}  # fmt: skip
-        token = nats_jwt.encode(self.signing[_scope(audit, bearer)], user.public, agent, nats,
-                                issued_at=now, expires_at=expires_at or None)  # fmt: skip
+        nats = {
+            "tags": [f"{TENANT_TAG}:{tenant}", f"{AGENT_TAG}:{agent}"],
+            "issuer_account": self.account.public,
+            "type": "user",
+            "version": 2,
+        }
+        token = nats_jwt.encode(
+            self.signing[_scope(audit, bearer)],
+            user.public,
+            agent,
+            nats,
+            issued_at=now,
+            expires_at=expires_at or None,
+        )
         if record:
             entry = Issued(user.public, tenant, agent, audit, bearer, now, expires_at)
             with self._registry_update() as registry:
@@ -317,11 +397,15 @@ class Authority:
         return sorted(self.registry().get("tenants", {}))
 
     def issued(self, tenant: str | None = None) -> list[Issued]:
-        return [Issued(**e) for e in self.registry().get("issued", [])
-                if tenant is None or e["tenant"] == tenant]  # fmt: skip
+        return [
+            Issued(**e)
+            for e in self.registry().get("issued", [])
+            if tenant is None or e["tenant"] == tenant
+        ]
 
-    def revoke(self, *, user: str | None = None, tenant: str | None = None,
-               agent: str | None = None) -> list[Issued]:  # fmt: skip
+    def revoke(
+        self, *, user: str | None = None, tenant: str | None = None, agent: str | None = None
+    ) -> list[Issued]:
         """Revoke the credential with public key ``user``, or every credential of
         ``tenant`` (of ``agent`` only, when given). Returns what was revoked; the account
         JWT to push (``push_account``) then carries it."""
@@ -381,15 +465,19 @@ def _locked(directory: Path) -> Iterator[None]:
 
 def check_tenant(tenant: str) -> str:
     if not TENANT_REGEX.match(tenant):
-        raise AuthError(f"invalid tenant {tenant!r}: lowercase letters, digits, '_' and '-', "
-                        "starting with a letter or digit, at most 64")  # fmt: skip
+        raise AuthError(
+            f"invalid tenant {tenant!r}: lowercase letters, digits, '_' and '-', "
+            "starting with a letter or digit, at most 64"
+        )
     return tenant
 
 
 def check_agent(agent: str) -> str:
     if not AGENT_REGEX.match(agent):
-        raise AuthError(f"invalid agent id {agent!r}: lowercase letters, digits, '_' and '-', "
-                        "starting with a letter or digit, at most 64")  # fmt: skip
+        raise AuthError(
+            f"invalid agent id {agent!r}: lowercase letters, digits, '_' and '-', "
+            "starting with a letter or digit, at most 64"
+        )
     if agent.startswith(RESERVED_AGENT_PREFIX):
         raise AuthError(f"agent ids starting with {RESERVED_AGENT_PREFIX!r} are the services' own")
     return agent
@@ -403,8 +491,9 @@ async def push_account(authority: Authority, connect: Any) -> None:
 
     nc = await connect(authority.service_creds_path("system"))
     try:
-        reply = await nc.request(naming.SYS_CLAIMS_UPDATE, authority.account_jwt().encode(),
-                                 timeout=5)  # fmt: skip
+        reply = await nc.request(
+            naming.SYS_CLAIMS_UPDATE, authority.account_jwt().encode(), timeout=5
+        )
         answer = json.loads(reply.data)
         if "error" in answer:
             raise AuthError(f"the server refused the account update: {answer['error']}")

@@ -89,9 +89,13 @@ def local_authority(settings: Any) -> Authority | None:
         return None
 
 
-def agent_credential(settings: Any, tenant: str, agent: str,
-                     given: str | Path | Credential | None = None,
-                     token: str | None = None) -> Credential | None:  # fmt: skip
+def agent_credential(
+    settings: Any,
+    tenant: str,
+    agent: str,
+    given: str | Path | Credential | None = None,
+    token: str | None = None,
+) -> Credential | None:
     """The credential an agent connects with (the order is in the module docstring)."""
     if given is not None and given != "":
         return load_credential(given)
@@ -103,8 +107,9 @@ def agent_credential(settings: Any, tenant: str, agent: str,
     authority = local_authority(settings)
     if authority is not None:
         try:
-            return authority.issue_agent(tenant, agent, audit=True, record=False,
-                                         expires_in=LOCAL_CREDENTIAL_TTL_S)  # fmt: skip
+            return authority.issue_agent(
+                tenant, agent, audit=True, record=False, expires_in=LOCAL_CREDENTIAL_TTL_S
+            )
         except AuthError:
             raise
     return None
@@ -128,8 +133,9 @@ def tls_context(ca: str = "", cert: str = "", key: str = "") -> ssl.SSLContext:
     return context
 
 
-def nats_options(settings: Any, credential: Credential | None, *,
-                 inbox_prefix: str | None = None) -> dict[str, Any]:  # fmt: skip
+def nats_options(
+    settings: Any, credential: Credential | None, *, inbox_prefix: str | None = None
+) -> dict[str, Any]:
     """Keyword arguments for ``nats.connect`` (and FastStream's broker)."""
     options: dict[str, Any] = {}
     if credential is not None:

@@ -65,15 +65,25 @@ def _compact(value: Any) -> bytes:
 
 
 def encode(
-    signer: KeyPair, subject: str, name: str, nats: dict[str, Any], *,
-    issued_at: int | None = None, expires_at: int | None = None,
-) -> str:  # fmt: skip
+    signer: KeyPair,
+    subject: str,
+    name: str,
+    nats: dict[str, Any],
+    *,
+    issued_at: int | None = None,
+    expires_at: int | None = None,
+) -> str:
     """A JWT about ``subject`` (a public nkey) signed by ``signer``. ``nats`` is the
     role's claims (``type`` and ``version`` included). The id (``jti``) is the hash of the
     claims, as nats-io's own library computes it."""
-    claims: dict[str, Any] = {"jti": "", "iat": issued_at or int(time.time()),
-                              "iss": signer.public, "name": name, "sub": subject,
-                              "nats": nats}  # fmt: skip
+    claims: dict[str, Any] = {
+        "jti": "",
+        "iat": issued_at or int(time.time()),
+        "iss": signer.public,
+        "name": name,
+        "sub": subject,
+        "nats": nats,
+    }
     if expires_at:
         claims["exp"] = int(expires_at)
     claims["jti"] = base64.b32encode(hashlib.sha256(_compact(claims)).digest()).decode().rstrip("=")

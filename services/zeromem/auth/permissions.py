@@ -39,8 +39,10 @@ class Permissions:
         out: dict[str, Any] = {
             "pub": {"allow": list(self.publish)} if self.publish else {},
             "sub": {"allow": list(self.subscribe)} if self.subscribe else {},
-            "subs": -1, "data": -1, "payload": -1,
-        }  # fmt: skip
+            "subs": -1,
+            "data": -1,
+            "payload": -1,
+        }
         if self.responses:
             out["resp"] = {"max": 1, "ttl": 0}
         out.update(self.extra)
@@ -55,20 +57,22 @@ def agent_permissions(tenant: str = _T, agent: str = _A, *, audit: bool = False)
     publish = [
         naming.command_subject(tenant, "*", agent),  # type: ignore[arg-type]
         naming.query_subject(tenant, agent, "*"),
-        naming.consumer_create_subject(naming.CHANGE_STREAM, "*",
-                                       naming.change_tenant_subject(tenant)),
+        naming.consumer_create_subject(
+            naming.CHANGE_STREAM, "*", naming.change_tenant_subject(tenant)
+        ),
         naming.pull_request_subject(naming.CHANGE_STREAM, "*"),
         # Fetch from and delete a consumer by name: names are random (22 characters,
         # nobody may list them), so an agent reaches only those it created.
         naming.consumer_delete_subject(naming.CHANGE_STREAM, "*"),
-    ]  # fmt: skip
+    ]
     if audit:
         publish += [
-            naming.consumer_create_subject(naming.AUDIT_STREAM, "*",
-                                           naming.audit_tenant_subject(tenant)),
+            naming.consumer_create_subject(
+                naming.AUDIT_STREAM, "*", naming.audit_tenant_subject(tenant)
+            ),
             naming.pull_request_subject(naming.AUDIT_STREAM, "*"),
             naming.consumer_delete_subject(naming.AUDIT_STREAM, "*"),
-        ]  # fmt: skip
+        ]
     return Permissions(tuple(publish), (naming.agent_inbox_prefix(tenant, agent) + ".>",))
 
 

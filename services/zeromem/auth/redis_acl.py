@@ -27,13 +27,17 @@ def acl_rules(role: str) -> str:
     if role == "admin":
         return "~* &* +@all"
     if role == "worker":
-        return (f"resetkeys ~{everything} resetchannels -@all +@read +@write +@scripting "
-                "+@connection +@transaction -@dangerous")  # fmt: skip
+        return (
+            f"resetkeys ~{everything} resetchannels -@all +@read +@write +@scripting "
+            "+@connection +@transaction -@dangerous"
+        )
     if role == "reader":
         # %R~: read-only keys; the ledger's keys are read-write.
-        return (f"resetkeys %R~{everything} ~{naming.REDIS_USAGE_PATTERN} resetchannels "
-                "-@all +@read +@scripting +@connection +@transaction +hincrby +expire "
-                "-@dangerous")  # fmt: skip
+        return (
+            f"resetkeys %R~{everything} ~{naming.REDIS_USAGE_PATTERN} resetchannels "
+            "-@all +@read +@scripting +@connection +@transaction +hincrby +expire "
+            "-@dangerous"
+        )
     raise ValueError(f"unknown Redis role {role!r}")
 
 

@@ -59,17 +59,23 @@ def cmd_issue(args: argparse.Namespace) -> int:
     authority = _authority(args)
     if args.create_tenant:
         authority.create_tenant(args.tenant)
-    credential = authority.issue_agent(args.tenant, args.agent, audit=args.audit,
-                                       bearer=args.token, expires_in=args.expires_in)  # fmt: skip
+    credential = authority.issue_agent(
+        args.tenant, args.agent, audit=args.audit, bearer=args.token, expires_in=args.expires_in
+    )
     if args.out == "-":
         sys.stdout.write(credential.text())
     else:
         suffix = ".token" if args.token else ".creds"
-        out = Path(args.out) if args.out else (
-            authority.directory / "issued" / args.tenant / f"{args.agent}{suffix}")
+        out = (
+            Path(args.out)
+            if args.out
+            else (authority.directory / "issued" / args.tenant / f"{args.agent}{suffix}")
+        )
         credential.write(out)
-        print(f"issued {'token' if args.token else 'creds'} for agent {args.agent!r} of tenant "
-              f"{args.tenant!r}: {out}")  # fmt: skip
+        print(
+            f"issued {'token' if args.token else 'creds'} for agent {args.agent!r} of tenant "
+            f"{args.tenant!r}: {out}"
+        )
         print(f"  user key (to revoke it): {credential.public_key}")
         variable = "ZEROMEM_TOKEN=$(cat ...)" if args.token else f"ZEROMEM_CREDS={out}"
         print(f"  the agent connects with: {variable}")
@@ -119,8 +125,12 @@ async def _push(args: argparse.Namespace, authority: Authority) -> str:
         url = info.nats_url
 
     async def connect(creds: Path) -> Any:
-        return await nats.connect(url, allow_reconnect=False, connect_timeout=5,
-                                  **nats_options(settings, load_credential(creds)))  # fmt: skip
+        return await nats.connect(
+            url,
+            allow_reconnect=False,
+            connect_timeout=5,
+            **nats_options(settings, load_credential(creds)),
+        )
 
     await push_account(authority, connect)
     return f"pushed to {url}: connections of revoked credentials are closed"
@@ -132,11 +142,14 @@ def cmd_mcp_token(args: argparse.Namespace) -> int:
     authority = _authority(args)
     authority.create_tenant(args.tenant)
     creds = authority.issue_agent(args.tenant, args.agent).write(
-        authority.directory / "issued" / args.tenant / f"{args.agent}-mcp.creds")
+        authority.directory / "issued" / args.tenant / f"{args.agent}-mcp.creds"
+    )
     tokens = McpTokens(Path(args.file) if args.file else authority.directory / "mcp-tokens.json")
     token = tokens.add(args.tenant, args.agent, creds)
-    print(f"bearer token for `zeromem mcp --transport http` as {args.tenant}/{args.agent} "
-          "(shown once; clients send `Authorization: Bearer <token>`):")
+    print(
+        f"bearer token for `zeromem mcp --transport http` as {args.tenant}/{args.agent} "
+        "(shown once; clients send `Authorization: Bearer <token>`):"
+    )
     print(token)
     return 0
 
@@ -155,14 +168,17 @@ def cmd_inspect_token(args: argparse.Namespace) -> int:
     elif args.tenant and args.agent:
         authority.create_tenant(args.tenant)
         creds = authority.issue_agent(args.tenant, args.agent, audit=args.audit).write(
-            authority.directory / "issued" / args.tenant / f"{args.agent}-inspect.creds")
+            authority.directory / "issued" / args.tenant / f"{args.agent}-inspect.creds"
+        )
         token = tokens.add(args.tenant, args.agent, creds)
         who = f"{args.tenant}/{args.agent}" + (" (may read the audit trail)" if args.audit else "")
     else:
         print("name a TENANT and an AGENT, or --operator", file=sys.stderr)
         return 2
-    print(f"inspector token for {who} (shown once; log in at the inspector's /login, or send "
-          "`Authorization: Bearer <token>`):")  # fmt: skip
+    print(
+        f"inspector token for {who} (shown once; log in at the inspector's /login, or send "
+        "`Authorization: Bearer <token>`):"
+    )
     print(token)
     return 0
 
@@ -176,28 +192,43 @@ def cmd_export(args: argparse.Namespace) -> int:
     authority = _authority(args, create=True)
     out = Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "nats-server.conf").write_text(authority.nats_config(
-        host="0.0.0.0", port=4222, store_dir=Path("/data/jetstream"),
-        resolver_dir=Path("/data/accounts"), server_name="zeromem"))  # fmt: skip
+    (out / "nats-server.conf").write_text(
+        authority.nats_config(
+            host="0.0.0.0",
+            port=4222,
+            store_dir=Path("/data/jetstream"),
+            resolver_dir=Path("/data/accounts"),
+            server_name="zeromem",
+        )
+    )
     for role in (*SERVICE_ROLES, "system"):
         authority.service_credential(role).write(out / f"{role}.creds")
     acl = out / "users.acl"
     acl.write_text(acl_file({r: authority.redis_password(r) for r in REDIS_ROLES}))
     acl.chmod(0o600)
     passwords = out / "redis-passwords.env"
-    passwords.write_text("".join(f"ZEROMEM_REDIS_PASSWORD_{r.upper()}={authority.redis_password(r)}\n"
-                                 for r in REDIS_ROLES))  # fmt: skip
+    passwords.write_text(
+        "".join(
+            f"ZEROMEM_REDIS_PASSWORD_{r.upper()}={authority.redis_password(r)}\n"
+            for r in REDIS_ROLES
+        )
+    )
     passwords.chmod(0o600)
-    print(f"wrote nats-server.conf, {', '.join(f'{r}.creds' for r in (*SERVICE_ROLES, 'system'))}, "
-          f"users.acl and redis-passwords.env to {out}")  # fmt: skip
+    print(
+        f"wrote nats-server.conf, {', '.join(f'{r}.creds' for r in (*SERVICE_ROLES, 'system'))}, "
+        f"users.acl and redis-passwords.env to {out}"
+    )
     return 0
 
 
 def add_auth_parser(sub: Any) -> None:
-    auth = sub.add_parser("auth", help="issue and revoke credentials (tenants, agents)",
-                          description=__doc__.split("\n\n")[0],
-                          epilog=__doc__.split("\n\n", 1)[1],
-                          formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    auth = sub.add_parser(
+        "auth",
+        help="issue and revoke credentials (tenants, agents)",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = auth.add_subparsers(dest="auth_command", required=True, metavar="ACTION")
 
     init = commands.add_parser("init", help="create the authority (zeromem up does it too)")
@@ -211,10 +242,14 @@ def add_auth_parser(sub: Any) -> None:
     issue = commands.add_parser("issue", help="a credential for one agent of one tenant")
     issue.add_argument("tenant")
     issue.add_argument("agent")
-    issue.add_argument("--token", action="store_true",
-                       help="a bearer token (one string, no key to prove) instead of creds")
-    issue.add_argument("--audit", action="store_true",
-                       help="may also read its tenant's audit trail")
+    issue.add_argument(
+        "--token",
+        action="store_true",
+        help="a bearer token (one string, no key to prove) instead of creds",
+    )
+    issue.add_argument(
+        "--audit", action="store_true", help="may also read its tenant's audit trail"
+    )
     issue.add_argument("--expires-in", type=float, help="seconds until it expires")
     issue.add_argument("--out", help="file to write ('-': print it); default under the authority")
     issue.add_argument("--create-tenant", action="store_true", help="create the tenant if new")
@@ -240,10 +275,14 @@ def add_auth_parser(sub: Any) -> None:
     inspect = commands.add_parser("inspect-token", help="a bearer token for `zeromem inspect`")
     inspect.add_argument("tenant", nargs="?")
     inspect.add_argument("agent", nargs="?")
-    inspect.add_argument("--audit", action="store_true",
-                         help="may read its tenant's audit trail (history, dead letters)")
-    inspect.add_argument("--operator", action="store_true",
-                         help="the operator: every tenant and the operator views")
+    inspect.add_argument(
+        "--audit",
+        action="store_true",
+        help="may read its tenant's audit trail (history, dead letters)",
+    )
+    inspect.add_argument(
+        "--operator", action="store_true", help="the operator: every tenant and the operator views"
+    )
     inspect.add_argument("--file", help="token file (default: the authority's inspect-tokens.json)")
     inspect.set_defaults(func=_guarded(cmd_inspect_token))
 
@@ -261,4 +300,3 @@ def _guarded(command: Any) -> Any:
             return 2
 
     return run
-

@@ -38,15 +38,24 @@ def cmd_archive(args: argparse.Namespace) -> int:
         if not owners:  # every owner of the tenant (or under --prefix) holding old memories
             redis = connect_redis(settings)
             try:
-                owners = [o async for o in owners_to_archive(redis, client.tenant, cutoff,
-                                                             prefix=args.prefix)]  # fmt: skip
+                owners = [
+                    o
+                    async for o in owners_to_archive(
+                        redis, client.tenant, cutoff, prefix=args.prefix
+                    )
+                ]
             finally:
                 await redis.aclose()
         archived = 0
         keys: list[str] = []
-        with Progress(TextColumn("[bold]archiving[/bold] {task.description}"), BarColumn(),
-                      MofNCompleteColumn(), TextColumn("{task.fields[memories]} memories"),
-                      TimeElapsedColumn(), disable=args.json or not owners) as bar:  # fmt: skip
+        with Progress(
+            TextColumn("[bold]archiving[/bold] {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[memories]} memories"),
+            TimeElapsedColumn(),
+            disable=args.json or not owners,
+        ) as bar:
             task = bar.add_task(client.tenant, total=len(owners), memories=0)
             slots = asyncio.Semaphore(32)  # owners in flight at once
 
@@ -64,8 +73,10 @@ def cmd_archive(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"owners": len(owners), "archived": archived, "keys": sorted(keys)}))
         else:
-            print(f"archived {archived} memories of {len(owners)} owner(s), "
-                  f"last updated before {datetime.fromtimestamp(cutoff, UTC):%Y-%m-%d %H:%M} UTC")
+            print(
+                f"archived {archived} memories of {len(owners)} owner(s), "
+                f"last updated before {datetime.fromtimestamp(cutoff, UTC):%Y-%m-%d %H:%M} UTC"
+            )
         return 0
 
     return main._client_call(args, body)
@@ -85,9 +96,12 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
     async def body(client: Any) -> int:
         receipt = await client.forget(
-            args.owner, prefix=args.prefix, since=args.since, until=args.until,
+            args.owner,
+            prefix=args.prefix,
+            since=args.since,
+            until=args.until,
             last_seconds=args.last_minutes * 60 if args.last_minutes else None,
-        )  # fmt: skip
+        )
         if args.json or receipt.status != "applied":
             return main._print_receipt(args, receipt)
         print(f"forgot {len(receipt.result.keys)} memories of {args.owner}")
@@ -130,8 +144,9 @@ def print_audit(entries: list[Any]) -> None:
         detail = e.reason or (json.dumps(e.detail, ensure_ascii=False) if e.detail else "")
         if e.kind == "write" and e.keys:
             detail = f"{len(e.keys)} memories " + detail
-        table.add_row(when, e.agent, e.op, key, e.status, version, detail[:80],
-                      style=styles.get(e.status))  # fmt: skip
+        table.add_row(
+            when, e.agent, e.op, key, e.status, version, detail[:80], style=styles.get(e.status)
+        )
     Console().print(table)
 
 
@@ -140,19 +155,31 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     async def body(client: Any) -> int:
         since_time = time.time() - args.since_minutes * 60 if args.since_minutes else None
-        feed = await client.watch(args.scope, since_position=args.since_position,
-                                  since_time=since_time)  # fmt: skip
+        feed = await client.watch(
+            args.scope, since_position=args.since_position, since_time=since_time
+        )
         seen = 0
         try:
             while args.count is None or seen < args.count:
                 event = await feed.next()
                 seen += 1
                 if args.json:
-                    print(json.dumps({"position": event.position, "time": event.time,
-                                      "result": msgspec.to_builtins(event.result)}), flush=True)
+                    print(
+                        json.dumps(
+                            {
+                                "position": event.position,
+                                "time": event.time,
+                                "result": msgspec.to_builtins(event.result),
+                            }
+                        ),
+                        flush=True,
+                    )
                 else:
-                    print(f"#{event.position} {event.result.agent} {event.op} {event.key} "
-                          f"{event.status} v{event.version}", flush=True)  # fmt: skip
+                    print(
+                        f"#{event.position} {event.result.agent} {event.op} {event.key} "
+                        f"{event.status} v{event.version}",
+                        flush=True,
+                    )
         finally:
             await feed.close()
         return 0
@@ -169,49 +196,69 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     settings = main._admin_settings(args)
     what = f"tenant {args.tenant}" if args.tenant else "every tenant"
     if not args.yes:
-        print(f"This replaces the Redis state of {what} with a replay of the command log "
-              "(the workers pause while it runs). Pass --yes to go ahead.", file=sys.stderr)
+        print(
+            f"This replaces the Redis state of {what} with a replay of the command log "
+            "(the workers pause while it runs). Pass --yes to go ahead.",
+            file=sys.stderr,
+        )
         return 2
 
     async def run() -> Any:
-        with Progress(TextColumn("[bold]replaying[/bold]"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), disable=args.json) as bar:  # fmt: skip
+        with Progress(
+            TextColumn("[bold]replaying[/bold]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            disable=args.json,
+        ) as bar:
             task = bar.add_task("commands", total=None)
             update: Callable[[int, int], None] = lambda done, total: bar.update(  # noqa: E731
-                task, completed=done, total=total)  # fmt: skip
+                task, completed=done, total=total
+            )
             return await rebuild(settings, tenant=args.tenant or None, progress=update)
 
     report = asyncio.run(run())
     if args.json:
         print(json.dumps(dataclasses.asdict(report)))
     else:
-        print(f"rebuilt {what}: {report.commands} commands replayed ({report.applied} applied, "
-              f"{report.conflicts} conflicts, {report.rejected} rejected), {report.reaped} "
-              f"expired memories reaped, up to stream sequence {report.last_sequence}, "
-              f"in {report.seconds:.2f}s")  # fmt: skip
+        print(
+            f"rebuilt {what}: {report.commands} commands replayed ({report.applied} applied, "
+            f"{report.conflicts} conflicts, {report.rejected} rejected), {report.reaped} "
+            f"expired memories reaped, up to stream sequence {report.last_sequence}, "
+            f"in {report.seconds:.2f}s"
+        )
     return 0
 
 
 def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.ArgumentParser]) -> None:
-    archive = client_parser("archive", "move old memories to the archive tier",
-                            "Archive memories last updated more than --older-than-days ago: "
-                            "for the given owners, or every owner of the tenant (under "
-                            "--prefix). Default recall skips them; `recall --include-archived` "
-                            "finds them; `restore KEY` brings one back.")  # fmt: skip
+    archive = client_parser(
+        "archive",
+        "move old memories to the archive tier",
+        "Archive memories last updated more than --older-than-days ago: "
+        "for the given owners, or every owner of the tenant (under "
+        "--prefix). Default recall skips them; `recall --include-archived` "
+        "finds them; `restore KEY` brings one back.",
+    )
     archive.add_argument("--older-than-days", type=float, required=True)
     archive.add_argument("--owner", action="append", help="e.g. user:u1 (repeatable)")
     archive.add_argument("--prefix", default="", help="only owners / keys with this prefix")
     archive.set_defaults(func=cmd_archive)
 
-    restore = client_parser("restore", "bring an archived memory back",
-                            "Restore KEY from the archive tier (its version continues).")
+    restore = client_parser(
+        "restore",
+        "bring an archived memory back",
+        "Restore KEY from the archive tier (its version continues).",
+    )
     restore.add_argument("key")
     restore.set_defaults(func=cmd_restore)
 
-    forget = client_parser("forget", "delete an owner's memories by prefix or time, at once",
-                           "Delete, as one atomic command ordered with the owner's others, the "
-                           "memories of OWNER matching --prefix and the time range "
-                           "(archived ones included).")  # fmt: skip
+    forget = client_parser(
+        "forget",
+        "delete an owner's memories by prefix or time, at once",
+        "Delete, as one atomic command ordered with the owner's others, the "
+        "memories of OWNER matching --prefix and the time range "
+        "(archived ones included).",
+    )
     forget.add_argument("owner", help="namespace:owner_id, e.g. session:s1")
     forget.add_argument("--prefix", default="", help="full key prefix, e.g. session:s1:draft")
     forget.add_argument("--last-minutes", type=float, help="only memories of the last N minutes")
@@ -220,11 +267,14 @@ def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.Argume
     forget.set_defaults(func=cmd_forget)
 
     # Not a client_parser: its --agent filters by agent instead of naming the caller.
-    audit = sub.add_parser("audit", help="who changed or read what, and when",
-                           description="The tenant's audit trail in order: every applied, "
-                           "conflicting and rejected command (versions before and after) and "
-                           "every read (reader and keys, never values). Sensitive values are "
-                           "redacted.")  # fmt: skip
+    audit = sub.add_parser(
+        "audit",
+        help="who changed or read what, and when",
+        description="The tenant's audit trail in order: every applied, "
+        "conflicting and rejected command (versions before and after) and "
+        "every read (reader and keys, never values). Sensitive values are "
+        "redacted.",
+    )
     audit.add_argument("--tenant", help="tenant (default: the credential's, else 'default')")
     audit.add_argument("--json", action="store_true", help="print JSON")
     audit.add_argument("--key", help="only records about this key")
@@ -236,19 +286,25 @@ def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.Argume
     audit.add_argument("--limit", type=int, help="only the last N records")
     audit.set_defaults(func=cmd_audit)
 
-    watch = client_parser("watch", "follow the changes of a scope",
-                          "Print the change feed of SCOPE (e.g. 'task:t42:*'); resume with "
-                          "--since-position (an event's #) or --since-minutes.")  # fmt: skip
+    watch = client_parser(
+        "watch",
+        "follow the changes of a scope",
+        "Print the change feed of SCOPE (e.g. 'task:t42:*'); resume with "
+        "--since-position (an event's #) or --since-minutes.",
+    )
     watch.add_argument("scope")
     watch.add_argument("--since-position", type=int)
     watch.add_argument("--since-minutes", type=float)
     watch.add_argument("--count", type=int, help="stop after N events")
     watch.set_defaults(func=cmd_watch)
 
-    rebuild = sub.add_parser("rebuild", help="reconstruct Redis from the command log",
-                             description="Replay the retained command stream into Redis, for "
-                             "one tenant or everything (e.g. after Redis lost its data). The "
-                             "workers pause while it runs and resume where it ended.")  # fmt: skip
+    rebuild = sub.add_parser(
+        "rebuild",
+        help="reconstruct Redis from the command log",
+        description="Replay the retained command stream into Redis, for "
+        "one tenant or everything (e.g. after Redis lost its data). The "
+        "workers pause while it runs and resume where it ended.",
+    )
     rebuild.add_argument("--tenant", default="", help="only this tenant (default: everything)")
     rebuild.add_argument("--yes", action="store_true", help="do it (it replaces the state)")
     rebuild.add_argument("--json", action="store_true")

@@ -41,14 +41,19 @@ async def _provision(settings: Settings) -> None:
 
 
 def run_up(
-    settings: Settings, workers: int, readers: int, metrics_port: int = 0, quiet: bool = False,
+    settings: Settings,
+    workers: int,
+    readers: int,
+    metrics_port: int = 0,
+    quiet: bool = False,
     inspect_port: int = 0,
 ) -> int:
     # Both servers embedded: both secured by the local authority. Servers of your own come
     # with their own credentials (ZEROMEM_NATS_CREDS, a Redis user in the URL).
     embedded = not settings.nats_url and not settings.redis_url
-    stack = EmbeddedStack(settings.data_dir, nats_url=settings.nats_url,
-                          redis_url=settings.redis_url, secure=embedded).start()  # fmt: skip
+    stack = EmbeddedStack(
+        settings.data_dir, nats_url=settings.nats_url, redis_url=settings.redis_url, secure=embedded
+    ).start()
     settings = settings.with_urls(stack.nats_url, stack.redis_url)
     authority = stack.authority
     children: list[subprocess.Popen[bytes]] = []
@@ -74,8 +79,10 @@ def run_up(
             if authority is None:
                 return env
             as_role = settings_for_role(settings, authority, role)
-            return dict(env, ZEROMEM_NATS_CREDS=as_role.nats_creds,
-                        ZEROMEM_REDIS_URL=as_role.redis_url)  # fmt: skip
+            return dict(
+                env, ZEROMEM_NATS_CREDS=as_role.nats_creds, ZEROMEM_REDIS_URL=as_role.redis_url
+            )
+
         # With --metrics-port P: the read services scrape at P, P+1, ..., then the workers.
         ports = (
             iter(range(metrics_port, metrics_port + readers + workers)) if metrics_port else None
@@ -91,8 +98,10 @@ def run_up(
             return dict(base, ZEROMEM_METRICS_PORT=str(port))
 
         children += [_spawn(["serve"], child_env("reader")) for _ in range(readers)]
-        children += [_spawn(["worker", "--index", str(i), "--count", str(workers)],
-                            child_env("worker")) for i in range(workers)]  # fmt: skip
+        children += [
+            _spawn(["worker", "--index", str(i), "--count", str(workers)], child_env("worker"))
+            for i in range(workers)
+        ]
         if inspect_port:  # reads Redis as the read services do; it prints its own login link
             inspect_env = role_env("reader")
             if authority is not None:
@@ -105,8 +114,11 @@ def run_up(
                 f"  NATS_URL={settings.nats_url}\n"
                 f"  REDIS_URL={settings.redis_url}\n"
                 f"  data: {stack.data_dir}\n"
-                + (f"  auth: {authority.directory} (agents: `zeromem auth issue TENANT AGENT`)\n"
-                   if authority is not None else "  auth: off (servers of your own)\n")
+                + (
+                    f"  auth: {authority.directory} (agents: `zeromem auth issue TENANT AGENT`)\n"
+                    if authority is not None
+                    else "  auth: off (servers of your own)\n"
+                )
                 + (f"  metrics: {' '.join(endpoints)}\n" if endpoints else "")
                 + "From another shell in this directory:  zeromem put user:u1:pref_lang '\"zh\"'"
                 "  then  zeromem get user:u1:pref_lang\n"
@@ -116,8 +128,11 @@ def run_up(
         while not stopping:
             for child in children:
                 if child.poll() is not None:
-                    print(f"a child process exited ({child.args[3:]}, code {child.returncode});"
-                          " stopping", file=sys.stderr)  # fmt: skip
+                    print(
+                        f"a child process exited ({child.args[3:]}, code {child.returncode});"
+                        " stopping",
+                        file=sys.stderr,
+                    )
                     stopping = True
             time.sleep(0.2)
         return 0

@@ -23,14 +23,28 @@ def print_recall(reply: RecallReply, explain: bool, console: Console | None = No
     if not explain:
         return
     table = Table(title="candidates, best first", show_lines=False)
-    for column, justify in (("key", "left"), ("score", "right"), ("relevance", "right"),
-                            ("decay", "right"), ("feedback", "right"), ("tokens", "right"),
-                            ("decision", "left")):  # fmt: skip
+    for column, justify in (
+        ("key", "left"),
+        ("score", "right"),
+        ("relevance", "right"),
+        ("decay", "right"),
+        ("feedback", "right"),
+        ("tokens", "right"),
+        ("decision", "left"),
+    ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for c in reply.candidates:
         style = "green" if c.decision.startswith("kept") else None
-        table.add_row(c.key, f"{c.score:.4f}", f"{c.relevance:.3f}", f"{c.decay:.3f}",
-                      f"{c.feedback:.2f}", str(c.tokens), c.decision, style=style)  # fmt: skip
+        table.add_row(
+            c.key,
+            f"{c.score:.4f}",
+            f"{c.relevance:.3f}",
+            f"{c.decay:.3f}",
+            f"{c.feedback:.2f}",
+            str(c.tokens),
+            c.decision,
+            style=style,
+        )
     console.print(table)
 
 
@@ -64,8 +78,15 @@ def print_stats(tenant: str, rows: Sequence[UsageRow], console: Console | None =
         console.print(f"no recalls recorded for tenant {tenant!r} in this period")
         return
     table = Table(title=f"token savings of tenant {tenant!r}")
-    for column in ("agent", "recalls", "injected", "baseline", "saved vs baseline",
-                   "history", "saved vs history"):  # fmt: skip
+    for column in (
+        "agent",
+        "recalls",
+        "injected",
+        "baseline",
+        "saved vs baseline",
+        "history",
+        "saved vs history",
+    ):
         table.add_column(column, justify="left" if column == "agent" else "right")
     totals = usage_totals(rows)
     grand = dict.fromkeys(("recalls", "injected", "baseline", "history"), 0)
@@ -97,9 +118,14 @@ def _usage_cells(t: dict[str, int]) -> list[str]:
     def pct(saved: int, of: int) -> str:
         return f"{saved} ({100 * saved / of:.0f}%)" if of else "-"
 
-    return [str(t["recalls"]), str(t["injected"]), str(t["baseline"]),
-            pct(t["baseline"] - t["injected"], t["baseline"]), str(t["history"] or "-"),
-            pct(t["history"] - t["injected"], t["history"]) if t["history"] else "-"]  # fmt: skip
+    return [
+        str(t["recalls"]),
+        str(t["injected"]),
+        str(t["baseline"]),
+        pct(t["baseline"] - t["injected"], t["baseline"]),
+        str(t["history"] or "-"),
+        pct(t["history"] - t["injected"], t["history"]) if t["history"] else "-",
+    ]
 
 
 def save_stats_png(tenant: str, rows: Sequence[UsageRow], path: str) -> None:

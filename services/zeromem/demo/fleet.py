@@ -61,11 +61,13 @@ class Agent:
 
 def tool_output(rng: random.Random, tool: str, task: str) -> str:
     """A long, noisy tool result, as real tools return."""
-    rows = [f"row {i}: id={rng.randrange(10**6)} "
-            f"amount={rng.randrange(50, 5000)}.{rng.randrange(100):02d} "
-            f"status={rng.choice(('ok', 'pending', 'late'))} "
-            f"updated=2026-11-{rng.randrange(1, 29):02d}"
-            for i in range(rng.randrange(8, 20))]  # fmt: skip
+    rows = [
+        f"row {i}: id={rng.randrange(10**6)} "
+        f"amount={rng.randrange(50, 5000)}.{rng.randrange(100):02d} "
+        f"status={rng.choice(('ok', 'pending', 'late'))} "
+        f"updated=2026-11-{rng.randrange(1, 29):02d}"
+        for i in range(rng.randrange(8, 20))
+    ]
     return f"{tool} for {task} returned {len(rows)} rows. " + " ".join(rows)
 
 
@@ -76,9 +78,13 @@ async def set_status(agent: Agent, task: str, state: str) -> None:
         current = await agent.client.get(key)
         expected = current.version if current is not None else 0
         receipt = await agent.client.put(
-            key, {"state": state, "by": agent.name}, content=f"{task} is {state} ({agent.name})",
-            type="task_state", expected_version=expected, wait="applied",
-        )  # fmt: skip
+            key,
+            {"state": state, "by": agent.name},
+            content=f"{task} is {state} ({agent.name})",
+            type="task_state",
+            expected_version=expected,
+            wait="applied",
+        )
         if receipt.status != "conflict":
             return
         agent.conflicts_seen += 1
@@ -100,20 +106,34 @@ async def agent_turn(agent: Agent, rng: random.Random, budget: int, encoder) -> 
     agent.hear(message)
 
     # The turn: recall within the budget instead of sending the history.
-    reply = await agent.client.recall(message[:300], owners=owners, k=6, budget=budget,
-                                      history_tokens=agent.history_tokens)  # fmt: skip
+    reply = await agent.client.recall(
+        message[:300], owners=owners, k=6, budget=budget, history_tokens=agent.history_tokens
+    )
 
     # The program records what it learned, without asking a model (zero LLM tokens).
     if event < 0.15:
-        await agent.client.put(f"user:{user}:pref_{zlib.crc32(said.encode()) % 1000}", said,
-                               content=f"{user} {said}", type="user_preference", tags=("pref",))
+        await agent.client.put(
+            f"user:{user}:pref_{zlib.crc32(said.encode()) % 1000}",
+            said,
+            content=f"{user} {said}",
+            type="user_preference",
+            tags=("pref",),
+        )
     elif event < 0.55:
-        await agent.client.put(f"task:{task}", message, content=encoder.encode(message),
-                               type="tool_result", source=agent.name)  # fmt: skip
+        await agent.client.put(
+            f"task:{task}",
+            message,
+            content=encoder.encode(message),
+            type="tool_result",
+            source=agent.name,
+        )
         if agent.name == "planner":
-            await agent.client.put(f"task:{task}:plan", {"next": "review results"},
-                                   content=f"decided: review {task} results with {user} next",
-                                   type="decision")  # fmt: skip
+            await agent.client.put(
+                f"task:{task}:plan",
+                {"next": "review results"},
+                content=f"decided: review {task} results with {user} next",
+                type="decision",
+            )
     else:
         await set_status(agent, task, rng.choice(STATES))
     answer = f"{agent.name} answers {user} using {len(reply.memories)} memories."
@@ -136,14 +156,24 @@ async def run(turns: int, budget: int, seed: int, console: Console) -> dict[str,
     reader = InMemoryMetricReader()
     telemetry = Telemetry(MeterProvider(metric_readers=[reader]))
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
-        settings = stack.settings_for(Settings(shards=8, auth_dir=str(stack.authority.directory)),
-                                      "admin")  # fmt: skip
+        settings = stack.settings_for(
+            Settings(shards=8, auth_dir=str(stack.authority.directory)), "admin"
+        )
         services = await InProcessServices.start(settings, telemetry=telemetry)
-        agents = [Agent(name, await MemoryClient.connect(stack.nats_url, tenant="demo",
-                                                           agent=name, shards=settings.shards,
-                                                           telemetry=telemetry,
-                                                           settings=settings))
-                  for name in ("planner", "worker-a", "worker-b")]  # fmt: skip
+        agents = [
+            Agent(
+                name,
+                await MemoryClient.connect(
+                    stack.nats_url,
+                    tenant="demo",
+                    agent=name,
+                    shards=settings.shards,
+                    telemetry=telemetry,
+                    settings=settings,
+                ),
+            )
+            for name in ("planner", "worker-a", "worker-b")
+        ]
         encoder = default_encoder()
         try:
             with Progress(console=console, transient=True) as progress:
@@ -180,8 +210,10 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
     console = Console()
-    console.print(f"[bold]zeromem demo[/]: planner + 2 workers, {len(USERS)} users, "
-                  f"{args.turns} turns, recall budget {args.budget} tokens per turn")  # fmt: skip
+    console.print(
+        f"[bold]zeromem demo[/]: planner + 2 workers, {len(USERS)} users, "
+        f"{args.turns} turns, recall budget {args.budget} tokens per turn"
+    )
     t = await run(args.turns, args.budget, args.seed, console)
 
     history = int(t.get("zeromem.agent.history.tokens", 0))
@@ -199,7 +231,9 @@ async def main(argv: list[str] | None = None) -> int:
             "saved against history",
             f"{history - injected:,} ({100 * (history - injected) / history:.1f}%)",
         )
-    table.add_row("compare-and-set conflicts (workers' count; agents retried each)",
-                  f"{int(t.get('zeromem.commands.conflict', 0))} ({int(t.get('cas_retries', 0))})")
+    table.add_row(
+        "compare-and-set conflicts (workers' count; agents retried each)",
+        f"{int(t.get('zeromem.commands.conflict', 0))} ({int(t.get('cas_retries', 0))})",
+    )
     console.print(table)
     return 0

@@ -22,9 +22,13 @@ class InProcessServices:
 
     @classmethod
     async def start(
-        cls, settings: Settings, *, worker_cls: Any = None, telemetry: Telemetry | None = None,
+        cls,
+        settings: Settings,
+        *,
+        worker_cls: Any = None,
+        telemetry: Telemetry | None = None,
         authority: Any = None,
-    ) -> InProcessServices:  # fmt: skip
+    ) -> InProcessServices:
         """The workers and read services on ``settings``' servers; with ``authority``,
         each under its own service identity (NATS credential and Redis user)."""
         from zeromem.embedded.stack import settings_for_role

@@ -170,18 +170,26 @@ class NatsServer(EmbeddedServer):
         if self.authority is not None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             config = self.authority.nats_config(
-                host="127.0.0.1", port=self.port, store_dir=self.data_dir / "jetstream",
-                resolver_dir=self.data_dir / "accounts", server_name="zeromem-embedded")
+                host="127.0.0.1",
+                port=self.port,
+                store_dir=self.data_dir / "jetstream",
+                resolver_dir=self.data_dir / "accounts",
+                server_name="zeromem-embedded",
+            )
             self.config_path.write_text(config)
             return [find_nats_server(), "-c", str(self.config_path)]
         return [
             find_nats_server(),
-            "--addr", "127.0.0.1",
-            "--port", str(self.port),
+            "--addr",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
             "--jetstream",
-            "--store_dir", str(self.data_dir / "jetstream"),
-            "--server_name", "zeromem-embedded",
-        ]  # fmt: skip
+            "--store_dir",
+            str(self.data_dir / "jetstream"),
+            "--server_name",
+            "zeromem-embedded",
+        ]
 
 
 class RedisServer(EmbeddedServer):
@@ -202,16 +210,24 @@ class RedisServer(EmbeddedServer):
         # Append-only persistence: an acknowledged apply survives a restart of the stack.
         return [
             find_redis_server(),
-            "--bind", "127.0.0.1",
-            "--port", str(self.port),
-            "--dir", str(self.data_dir),
-            "--appendonly", "yes",
-            "--appendfsync", "everysec",
-            "--save", "",
-            "--daemonize", "no",
-            "--protected-mode", "no",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dir",
+            str(self.data_dir),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "no",
             *self._acl_arguments(),
-        ]  # fmt: skip
+        ]
 
     def _acl_arguments(self) -> list[str]:
         if not self.acl:

@@ -70,8 +70,15 @@ class EmbeddedStack:
     file stay in the data dir, and the previous ports are reused when they are free.
     """
 
-    def __init__(self, data_dir: Path, *, nats_url: str = "", redis_url: str = "",
-                 secure: bool = True, authority: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        nats_url: str = "",
+        redis_url: str = "",
+        secure: bool = True,
+        authority: Any = None,
+    ) -> None:
         from zeromem.auth.authority import REDIS_ROLES, Authority
         from zeromem.auth.redis_acl import acl_file
 
@@ -83,10 +90,14 @@ class EmbeddedStack:
         if self.authority is not None:
             acl = acl_file({r: self.authority.redis_password(r) for r in REDIS_ROLES})
         nats_port, redis_port = _previous_ports(self.data_dir)
-        self.nats = None if nats_url else NatsServer(self.data_dir / "nats", nats_port,
-                                                     authority=self.authority)  # fmt: skip
-        self.redis = None if redis_url else RedisServer(self.data_dir / "redis", redis_port,
-                                                        acl=acl)  # fmt: skip
+        self.nats = (
+            None
+            if nats_url
+            else NatsServer(self.data_dir / "nats", nats_port, authority=self.authority)
+        )
+        self.redis = (
+            None if redis_url else RedisServer(self.data_dir / "redis", redis_port, acl=acl)
+        )
         self._nats_url = nats_url
         self._redis_url = redis_url
 
@@ -116,8 +127,9 @@ class EmbeddedStack:
     def settings_for(self, settings: Any, role: str) -> Any:
         """``settings`` pointed at this stack, as service ``role`` (``worker``,
         ``reader``, ``admin``): its NATS credential and its Redis user."""
-        return settings_for_role(settings.with_urls(self.nats_url, self.redis_url),
-                                 self.authority, role)  # fmt: skip
+        return settings_for_role(
+            settings.with_urls(self.nats_url, self.redis_url), self.authority, role
+        )
 
     def stop(self) -> None:
         for server in (self.redis, self.nats):
@@ -147,6 +159,8 @@ def settings_for_role(settings: Any, authority: Any, role: str) -> Any:
 
     if authority is None:
         return settings
-    return replace(settings, nats_creds=str(authority.service_creds_path(role)),
-                   redis_url=url_with_user(settings.redis_url, role,
-                                           authority.redis_password(role)))  # fmt: skip
+    return replace(
+        settings,
+        nats_creds=str(authority.service_creds_path(role)),
+        redis_url=url_with_user(settings.redis_url, role, authority.redis_password(role)),
+    )

@@ -57,8 +57,10 @@ class Viewer:
 
     def check_operator(self) -> None:
         if not self.operator:
-            raise Forbidden("the operator views need an operator token "
-                            "(`zeromem auth inspect-token --operator`)")  # fmt: skip
+            raise Forbidden(
+                "the operator views need an operator token "
+                "(`zeromem auth inspect-token --operator`)"
+            )
 
 
 @functools.lru_cache(maxsize=256)

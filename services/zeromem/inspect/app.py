@@ -65,10 +65,12 @@ class Inspector:
         self.masker = memories.Masker(self.redactor)
         self.streams = live.StreamSlots(inspect.max_streams)
         self.no_audit: set[str] = set()  # creds files that may not read the audit trail
-        env = Environment(loader=FileSystemLoader(HERE / "templates"),
-                          autoescape=select_autoescape(["html"]))  # fmt: skip
-        env.filters.update(when=_when, clock=_clock, ago=_ago, num=_num, pretty=_pretty,
-                           seconds=_seconds)  # fmt: skip
+        env = Environment(
+            loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"])
+        )
+        env.filters.update(
+            when=_when, clock=_clock, ago=_ago, num=_num, pretty=_pretty, seconds=_seconds
+        )
         self.templates = Jinja2Templates(env=env)
 
     async def client(self, request: Request, viewer: Viewer) -> Any:
@@ -168,25 +170,36 @@ async def history_view(request: Request, viewer: Viewer) -> dict[str, Any]:
     client = await inspector.client(request, viewer)
     key = request.query_params.get("key", "")
     if viewer.creds in inspector.no_audit:
-        found = memories.History(error="this credential may not read the audit trail "
-                                 "(an inspector token issued with --audit may)")  # fmt: skip
+        found = memories.History(
+            error="this credential may not read the audit trail "
+            "(an inspector token issued with --audit may)"
+        )
     else:
         current = await memories.memory(client, inspector.masker, key)
-        found = await memories.history(client, key, current,
-                                       inspector.inspect.history_scan_limit)  # fmt: skip
+        found = await memories.history(client, key, current, inspector.inspect.history_scan_limit)
         if found.error:
             inspector.no_audit.add(viewer.creds)
-    return {"key": key, "history": {"entries": found.entries, "complete": found.complete,
-                                    "note": found.note, "error": found.error}}  # fmt: skip
+    return {
+        "key": key,
+        "history": {
+            "entries": found.entries,
+            "complete": found.complete,
+            "note": found.note,
+            "error": found.error,
+        },
+    }
 
 
 async def recall_view(request: Request, viewer: Viewer) -> dict[str, Any]:
     inspector: Inspector = request.app.state.inspector
     client = await inspector.client(request, viewer)
     form = playground.RecallForm.parse(request.query_params)
-    out: dict[str, Any] = {"form": form.values, "types": playground.TYPES,
-                           "chosen_types": form.types,
-                           "strategies": [*playground.STRATEGIES, "custom"]}  # fmt: skip
+    out: dict[str, Any] = {
+        "form": form.values,
+        "types": playground.TYPES,
+        "chosen_types": form.types,
+        "strategies": [*playground.STRATEGIES, "custom"],
+    }
     if form.ready:
         reply = await playground.run_recall(client, form)
         sensitive = await playground.flagged_sensitive(client, reply)
@@ -222,17 +235,22 @@ async def tenants_view(request: Request, viewer: Viewer) -> dict[str, Any]:
 async def shards_view(request: Request, viewer: Viewer) -> dict[str, Any]:
     inspector: Inspector = request.app.state.inspector
     nc = await inspector.connections.admin(viewer)
-    return await operations.shards(nc, inspector.connections.redis(viewer),
-                                   inspector.settings.shards)  # fmt: skip
+    return await operations.shards(
+        nc, inspector.connections.redis(viewer), inspector.settings.shards
+    )
 
 
 async def ops_view(request: Request, viewer: Viewer) -> dict[str, Any]:
     inspector: Inspector = request.app.state.inspector
     nc = await inspector.connections.admin(viewer)
     tenant = request.query_params.get("tenant", "")
-    dead = await operations.dead_letters(nc, inspector.redactor, tenant,
-                                         inspector.inspect.dead_letters_shown,
-                                         inspector.inspect.dead_letter_window)  # fmt: skip
+    dead = await operations.dead_letters(
+        nc,
+        inspector.redactor,
+        tenant,
+        inspector.inspect.dead_letters_shown,
+        inspector.inspect.dead_letter_window,
+    )
     return {"tenant": tenant, "dead": dead, **await shards_view(request, viewer)}
 
 
@@ -262,19 +280,29 @@ def _html(name: str, fragment: str | None, handler: Handler, tab: str) -> Callab
         if viewer is None:
             return RedirectResponse("/login", status_code=303)
         partial = fragment is not None and request.headers.get("hx-request") == "true"
-        base = {"viewer": viewer, "tenant": request.path_params.get("tenant", viewer.tenant),
-                "tab": tab, "params": request.query_params}  # fmt: skip
+        base = {
+            "viewer": viewer,
+            "tenant": request.path_params.get("tenant", viewer.tenant),
+            "tab": tab,
+            "params": request.query_params,
+        }
         try:
             data = await handler(request, viewer)
         except Exception as exc:
             status = _status_of(exc)
             return inspector.templates.TemplateResponse(
-                request, "_error.html" if partial else "error.html",
+                request,
+                "_error.html" if partial else "error.html",
                 {**base, "status": status, "error": str(exc)},
-                status_code=status, headers=SECURITY_HEADERS)  # fmt: skip
+                status_code=status,
+                headers=SECURITY_HEADERS,
+            )
         return inspector.templates.TemplateResponse(
-            request, fragment if partial and fragment else name, {**base, **data},
-            headers=SECURITY_HEADERS)  # fmt: skip
+            request,
+            fragment if partial and fragment else name,
+            {**base, **data},
+            headers=SECURITY_HEADERS,
+        )
 
     return endpoint
 
@@ -284,20 +312,27 @@ def _api(handler: Handler) -> Callable[..., Any]:
         inspector: Inspector = request.app.state.inspector
         viewer = inspector.access.viewer_of(request)
         if viewer is None:
-            return JSONResponse({"error": "a bearer token is needed"}, status_code=401,
-                                headers={"www-authenticate": "Bearer"})  # fmt: skip
+            return JSONResponse(
+                {"error": "a bearer token is needed"},
+                status_code=401,
+                headers={"www-authenticate": "Bearer"},
+            )
         try:
             data = await handler(request, viewer)
         except Exception as exc:
             return JSONResponse({"error": str(exc)}, status_code=_status_of(exc))
-        return Response(msgspec.json.encode(data), media_type="application/json",
-                        headers={"cache-control": "no-store"})  # fmt: skip
+        return Response(
+            msgspec.json.encode(data),
+            media_type="application/json",
+            headers={"cache-control": "no-store"},
+        )
 
     return endpoint
 
 
-def _events(opener: Callable[[Request, Viewer, int | None], Awaitable[AsyncIterator[Any]]]
-            ) -> Callable[..., Any]:  # fmt: skip
+def _events(
+    opener: Callable[[Request, Viewer, int | None], Awaitable[AsyncIterator[Any]]],
+) -> Callable[..., Any]:
     """A server-sent event stream; ``Last-Event-ID`` (a reconnect) says where to resume."""
 
     async def endpoint(request: Request) -> Response:
@@ -325,8 +360,9 @@ def _events(opener: Callable[[Request, Viewer, int | None], Awaitable[AsyncItera
                 inspector.streams.give_back()
                 await events.aclose()  # type: ignore[attr-defined]
 
-        return EventSourceResponse(guarded(), ping=inspector.inspect.stream_ping_s,
-                                   headers={"cache-control": "no-store"})  # fmt: skip
+        return EventSourceResponse(
+            guarded(), ping=inspector.inspect.stream_ping_s, headers={"cache-control": "no-store"}
+        )
 
     return endpoint
 
@@ -336,13 +372,16 @@ async def _change_stream(request: Request, viewer: Viewer, after: int | None) ->
     client = await inspector.client(request, viewer)
     scope = request.query_params.get("scope", "")
     if not scope:
-        raise ValueError("name a scope to watch: an owner (user:u1), a key prefix "
-                         "(task:t42:*) or a namespace (task:*)")  # fmt: skip
+        raise ValueError(
+            "name a scope to watch: an owner (user:u1), a key prefix "
+            "(task:t42:*) or a namespace (task:*)"
+        )
     return await live.change_events(client, scope, inspector.masker, after)
 
 
-async def _tenant_dead_stream(request: Request, viewer: Viewer,
-                              after: int | None) -> AsyncIterator[Any]:  # fmt: skip
+async def _tenant_dead_stream(
+    request: Request, viewer: Viewer, after: int | None
+) -> AsyncIterator[Any]:
     inspector: Inspector = request.app.state.inspector
     tenant = request.path_params["tenant"]
     viewer.check(tenant)
@@ -353,8 +392,9 @@ async def _tenant_dead_stream(request: Request, viewer: Viewer,
     return await live.audited_dead_letter_events(client, after)
 
 
-async def _ops_dead_stream(request: Request, viewer: Viewer,
-                           after: int | None) -> AsyncIterator[Any]:  # fmt: skip
+async def _ops_dead_stream(
+    request: Request, viewer: Viewer, after: int | None
+) -> AsyncIterator[Any]:
     inspector: Inspector = request.app.state.inspector
     nc = await inspector.connections.admin(viewer)
     tenant = request.query_params.get("tenant", "")
@@ -374,13 +414,22 @@ async def login(request: Request) -> Response:
         viewer = inspector.access.viewer(token)
         if viewer is not None:
             response = RedirectResponse("/", status_code=303, headers=SECURITY_HEADERS)
-            response.set_cookie(COOKIE, token, httponly=True, samesite="strict",
-                                secure=request.url.scheme == "https")  # fmt: skip
+            response.set_cookie(
+                COOKIE,
+                token,
+                httponly=True,
+                samesite="strict",
+                secure=request.url.scheme == "https",
+            )
             return response
     status = 401 if token else 200
     return inspector.templates.TemplateResponse(
-        request, "login.html", {"viewer": None, "failed": bool(token)}, status_code=status,
-        headers=SECURITY_HEADERS)  # fmt: skip
+        request,
+        "login.html",
+        {"viewer": None, "failed": bool(token)},
+        status_code=status,
+        headers=SECURITY_HEADERS,
+    )
 
 
 async def logout(request: Request) -> Response:
@@ -394,8 +443,9 @@ async def home(request: Request) -> Response:
     viewer = inspector.access.viewer(token_of(request))
     if viewer is None:
         return RedirectResponse("/login", status_code=303)
-    return RedirectResponse("/tenants" if viewer.operator else f"/t/{viewer.tenant}/memories",
-                            status_code=303)  # fmt: skip
+    return RedirectResponse(
+        "/tenants" if viewer.operator else f"/t/{viewer.tenant}/memories", status_code=303
+    )
 
 
 async def healthz(request: Request) -> Response:
@@ -435,8 +485,9 @@ def routes() -> list[Any]:
     return out
 
 
-def create_app(settings: Settings, inspect: InspectSettings | None = None,
-               access: Access | None = None) -> Starlette:  # fmt: skip
+def create_app(
+    settings: Settings, inspect: InspectSettings | None = None, access: Access | None = None
+) -> Starlette:
     """The inspector for the deployment ``settings`` points at (its NATS URL; its Redis URL
     and user for the operator views). ``access`` defaults to the token file of
     ``inspect.tokens_file``, else ``inspect-tokens.json`` of the local authority."""
@@ -444,8 +495,11 @@ def create_app(settings: Settings, inspect: InspectSettings | None = None,
     if access is None:
         from zeromem.inspect.access import TOKENS_FILE
 
-        access = Access(Path(inspect.tokens_file) if inspect.tokens_file
-                        else settings.authority_dir / TOKENS_FILE)  # fmt: skip
+        access = Access(
+            Path(inspect.tokens_file)
+            if inspect.tokens_file
+            else settings.authority_dir / TOKENS_FILE
+        )
     inspector = Inspector(settings, inspect, access)
 
     @contextlib.asynccontextmanager
@@ -458,4 +512,3 @@ def create_app(settings: Settings, inspect: InspectSettings | None = None,
     app = Starlette(routes=routes(), lifespan=lifespan)
     app.state.inspector = inspector
     return app
-

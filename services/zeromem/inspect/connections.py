@@ -43,8 +43,12 @@ class Connections:
             nc = await self.admin(viewer)
             if tenant not in self._operator_clients:
                 self._operator_clients[tenant] = MemoryClient(
-                    nc, tenant=tenant, agent=OPERATOR_AGENT, shards=self.settings.shards,
-                    timeout=self.inspect.request_timeout_s)  # fmt: skip
+                    nc,
+                    tenant=tenant,
+                    agent=OPERATOR_AGENT,
+                    shards=self.settings.shards,
+                    timeout=self.inspect.request_timeout_s,
+                )
             return self._operator_clients[tenant]
         key = (viewer.creds, viewer.tenant, viewer.agent)
         async with self._lock:
@@ -53,9 +57,14 @@ class Connections:
                 self._clients.move_to_end(key)
                 return client
             client = await MemoryClient.connect(
-                self.settings.nats_url, tenant=viewer.tenant, agent=viewer.agent,
-                creds=viewer.creds, shards=self.settings.shards,
-                timeout=self.inspect.request_timeout_s, settings=self.settings)  # fmt: skip
+                self.settings.nats_url,
+                tenant=viewer.tenant,
+                agent=viewer.agent,
+                creds=viewer.creds,
+                shards=self.settings.shards,
+                timeout=self.inspect.request_timeout_s,
+                settings=self.settings,
+            )
             self._clients[key] = client
             while len(self._clients) > self.inspect.max_connections:
                 # A live stream on an evicted connection ends; the browser's EventSource

@@ -40,8 +40,10 @@ class StreamSlots:
 
     def take(self) -> None:
         if self.open >= self.limit:
-            raise StreamLimit(f"{self.open} live streams are open, the limit is {self.limit} "
-                              "(ZEROMEM_INSPECT_MAX_STREAMS): close one")  # fmt: skip
+            raise StreamLimit(
+                f"{self.open} live streams are open, the limit is {self.limit} "
+                "(ZEROMEM_INSPECT_MAX_STREAMS): close one"
+            )
         self.open += 1
 
     def give_back(self) -> None:
@@ -50,9 +52,15 @@ class StreamSlots:
 
 def change_row(event: ChangeEvent, masker: Masker) -> dict[str, Any]:
     result = event.result
-    row: dict[str, Any] = {"position": event.position, "time": event.time, "key": result.key,
-                           "op": result.op, "status": event.status, "agent": result.agent,
-                           "version": event.version}  # fmt: skip
+    row: dict[str, Any] = {
+        "position": event.position,
+        "time": event.time,
+        "key": result.key,
+        "op": result.op,
+        "status": event.status,
+        "agent": result.agent,
+        "version": event.version,
+    }
     if isinstance(result, Applied):
         row["keys"] = list(result.keys)
         if result.item is not None:
@@ -60,8 +68,9 @@ def change_row(event: ChangeEvent, masker: Masker) -> dict[str, Any]:
             row["content"] = "[redacted]" if hidden else result.item.content
             row["type"] = result.item.type.value
     elif isinstance(result, Conflict):
-        row["reason"] = (f"expected version {result.expected_version}, "
-                         f"current {result.current_version}")  # fmt: skip
+        row["reason"] = (
+            f"expected version {result.expected_version}, current {result.current_version}"
+        )
     elif isinstance(result, Rejected):
         row["reason"] = masker.redactor.text(result.reason)
     return row
@@ -74,8 +83,9 @@ def _sse(event: str, data: dict[str, Any], ident: int | str | None = None) -> di
     return out
 
 
-async def change_events(client: MemoryClient, scope: str, masker: Masker,
-                        after: int | None) -> AsyncIterator[dict[str, Any]]:  # fmt: skip
+async def change_events(
+    client: MemoryClient, scope: str, masker: Masker, after: int | None
+) -> AsyncIterator[dict[str, Any]]:
     """The scope's changes from now on (or after position ``after``: a reconnect). The
     feed's consumer is opened before this returns, so a refusal is an HTTP error."""
     feed = await client.watch(scope, since_position=after)
@@ -95,11 +105,16 @@ async def change_events(client: MemoryClient, scope: str, masker: Masker,
     return events()
 
 
-async def dead_letter_events(nc: NatsClient, redactor: Redactor, tenant: str,
-                             after: int | None) -> AsyncIterator[dict[str, Any]]:  # fmt: skip
+async def dead_letter_events(
+    nc: NatsClient, redactor: Redactor, tenant: str, after: int | None
+) -> AsyncIterator[dict[str, Any]]:
     """Dead letters of every tenant (or of ``tenant``) from now on: the operator's."""
-    tail = await StreamTail(nc, naming.DEAD_LETTER_STREAM, dead_letter_filter(tenant),
-                            start_seq=after + 1 if after else None).open()  # fmt: skip
+    tail = await StreamTail(
+        nc,
+        naming.DEAD_LETTER_STREAM,
+        dead_letter_filter(tenant),
+        start_seq=after + 1 if after else None,
+    ).open()
 
     async def events() -> AsyncIterator[dict[str, Any]]:
         try:
@@ -121,11 +136,14 @@ async def audited_dead_letter_events(
     reason (redacted by the worker) and the subject, without the raw bytes."""
     subject = naming.audit_write_subject(client.tenant, "*")  # type: ignore[arg-type]
     try:
-        tail = await StreamTail(client.nc, naming.AUDIT_STREAM, subject,
-                                start_seq=after + 1 if after else None).open()  # fmt: skip
+        tail = await StreamTail(
+            client.nc, naming.AUDIT_STREAM, subject, start_seq=after + 1 if after else None
+        ).open()
     except NatsTimeoutError:  # the server refused to create it: no answer comes
-        raise PermissionError("this credential may not read its tenant's audit trail, where "
-                              "its dead letters are recorded (issue one with --audit)") from None
+        raise PermissionError(
+            "this credential may not read its tenant's audit trail, where "
+            "its dead letters are recorded (issue one with --audit)"
+        ) from None
 
     async def events() -> AsyncIterator[dict[str, Any]]:
         try:
@@ -134,10 +152,14 @@ async def audited_dead_letter_events(
                 for msg in await tail.fetch(_WAIT_S):
                     for entry in decode(msg.data, AuditBatch).entries:
                         if entry.kind == "dead_letter":
-                            row = {"tenant": entry.tenant, "reason": entry.reason,
-                                   "subject": str(entry.detail.get("subject", "")),
-                                   "received_at": entry.at, "command_seq": entry.seq,
-                                   "seq": msg.metadata.sequence.stream}  # fmt: skip
+                            row = {
+                                "tenant": entry.tenant,
+                                "reason": entry.reason,
+                                "subject": str(entry.detail.get("subject", "")),
+                                "received_at": entry.at,
+                                "command_seq": entry.seq,
+                                "seq": msg.metadata.sequence.stream,
+                            }
                             yield _sse("dead", row, row["seq"])
         finally:
             await tail.close()

@@ -46,7 +46,8 @@ class Masker:
 
 # A memory's fields left at their defaults, which its wire form omits.
 _DEFAULTS: dict[str, Any] = {
-    f.name: msgspec.to_builtins(f.default) for f in msgspec.structs.fields(MemoryItem)
+    f.name: msgspec.to_builtins(f.default)
+    for f in msgspec.structs.fields(MemoryItem)
     if f.default is not msgspec.NODEFAULT
 }
 
@@ -58,8 +59,12 @@ def state_of(item: MemoryItem, now: float | None = None) -> dict[str, Any]:
         return {"tier": "archived", "archived_at": item.archived_at}
     state: dict[str, Any] = {"tier": "live"}
     if item.expires_at:
-        state.update(expires_at=item.expires_at, expires_in_s=max(0.0, item.expires_at - now),
-                     ttl_s=item.ttl_s, sliding=item.refresh_on_read)  # fmt: skip
+        state.update(
+            expires_at=item.expires_at,
+            expires_in_s=max(0.0, item.expires_at - now),
+            ttl_s=item.ttl_s,
+            sliding=item.refresh_on_read,
+        )
     return state
 
 
@@ -72,18 +77,22 @@ def owner_prefix(prefix: str) -> str:
 
 async def owners_page(client: MemoryClient, prefix: str, cursor: str, limit: int) -> dict[str, Any]:
     reply = await client.owners(owner_prefix(prefix), cursor=cursor, limit=limit)
-    return {"owners": [msgspec.to_builtins(o) for o in reply.owners],
-            "next_cursor": reply.next_cursor}  # fmt: skip
+    return {
+        "owners": [msgspec.to_builtins(o) for o in reply.owners],
+        "next_cursor": reply.next_cursor,
+    }
 
 
-async def memories_page(client: MemoryClient, masker: Masker, prefix: str, cursor: str,
-                        limit: int) -> dict[str, Any]:  # fmt: skip
+async def memories_page(
+    client: MemoryClient, masker: Masker, prefix: str, cursor: str, limit: int
+) -> dict[str, Any]:
     reply = await client.list(prefix, cursor=cursor, limit=limit, slide=False)
     return {"items": [masker.item(i) for i in reply.items], "next_cursor": reply.next_cursor}
 
 
-async def archived_page(client: MemoryClient, masker: Masker, owner: str, cursor: str,
-                        limit: int) -> dict[str, Any]:  # fmt: skip
+async def archived_page(
+    client: MemoryClient, masker: Masker, owner: str, cursor: str, limit: int
+) -> dict[str, Any]:
     reply = await client.archived(owner, cursor=cursor, limit=limit)
     return {"items": [masker.item(i) for i in reply.items], "next_cursor": reply.next_cursor}
 
@@ -121,15 +130,17 @@ class History:
     error: str = ""
 
 
-async def history(client: MemoryClient, key: str, current: dict[str, Any] | None,
-                  scan_limit: int) -> History:  # fmt: skip
+async def history(
+    client: MemoryClient, key: str, current: dict[str, Any] | None, scan_limit: int
+) -> History:
     """The audit records of ``key``: its owner's shard only, from the memory's creation
     on, at most ``scan_limit`` records (a busy shard's whole trail is never read)."""
     shard = naming.shard_for(client.tenant, owner_of(key), client.shards)
     since = current["created_at"] - 1.0 if current else None
     try:
-        entries = await read_audit(client.nc, client.tenant, key=key, since=since, shard=shard,
-                                   max_messages=scan_limit)  # fmt: skip
+        entries = await read_audit(
+            client.nc, client.tenant, key=key, since=since, shard=shard, max_messages=scan_limit
+        )
     except PermissionError as exc:
         return History(error=str(exc))
     found = [_history_entry(e, key) for e in entries if e.kind == "write"]
@@ -141,15 +152,25 @@ async def history(client: MemoryClient, key: str, current: dict[str, Any] | None
     newest = max((e["version_after"] for e in applied), default=0)
     result.complete = starts and (current is None or newest >= current["version"])
     if not result.complete:
-        result.note = (f"read at most {scan_limit} audit records of shard {shard} from the "
-                       "memory's creation: other versions may lie outside them")  # fmt: skip
+        result.note = (
+            f"read at most {scan_limit} audit records of shard {shard} from the "
+            "memory's creation: other versions may lie outside them"
+        )
     return result
 
 
 def _history_entry(entry: AuditEntry, key: str) -> dict[str, Any]:
     # ``detail`` was redacted by the worker before it was recorded (lifecycle.redact).
     # A forget or an archive is recorded under its owner, with the keys it touched.
-    return {"at": entry.at, "agent": entry.agent, "op": entry.op, "status": entry.status,
-            "version_before": entry.version_before, "version_after": entry.version_after,
-            "reason": entry.reason, "detail": entry.detail, "seq": entry.seq,
-            "via_owner": entry.key if entry.key != key else ""}  # fmt: skip
+    return {
+        "at": entry.at,
+        "agent": entry.agent,
+        "op": entry.op,
+        "status": entry.status,
+        "version_before": entry.version_before,
+        "version_after": entry.version_after,
+        "reason": entry.reason,
+        "detail": entry.detail,
+        "seq": entry.seq,
+        "via_owner": entry.key if entry.key != key else "",
+    }

@@ -28,8 +28,10 @@ async def tenants_page(redis: Redis, cursor: str, limit: int) -> dict[str, Any]:
     """A page of the tenants the workers have seen (an SSCAN page: unordered, and its size
     only about ``limit``; the page sorts what it got)."""
     position, found = await redis.sscan(naming.TENANTS_KEY, int(cursor or 0), count=limit)
-    return {"tenants": sorted(t.decode() for t in found),
-            "next_cursor": str(position) if position else ""}  # fmt: skip
+    return {
+        "tenants": sorted(t.decode() for t in found),
+        "next_cursor": str(position) if position else "",
+    }
 
 
 def holder_name(token: bytes | None) -> str:
@@ -54,9 +56,15 @@ async def shards(nc: NatsClient, redis: Redis | None, count: int) -> dict[str, A
     rows = []
     for shard in range(count):
         token, ttl_ms = leases[2 * shard], leases[2 * shard + 1]
-        rows.append({"shard": shard, "backlog": backlogs.get(shard), "holder": holder_name(token),
-                     "lease_ms": ttl_ms if ttl_ms and ttl_ms > 0 else 0,
-                     "applied_seq": int(applied.get(str(shard).encode(), 0))})  # fmt: skip
+        rows.append(
+            {
+                "shard": shard,
+                "backlog": backlogs.get(shard),
+                "holder": holder_name(token),
+                "lease_ms": ttl_ms if ttl_ms and ttl_ms > 0 else 0,
+                "applied_seq": int(applied.get(str(shard).encode(), 0)),
+            }
+        )
     holders: dict[str, list[int]] = {}
     for row in rows:
         if row["holder"]:
@@ -71,11 +79,19 @@ def dead_letter_row(msg: Any, redactor: Redactor) -> dict[str, Any]:
     agent = ""
     with contextlib.suppress(ValueError):
         agent = naming.parse_command_subject(letter.subject)[2]
-    return {"tenant": tenant, "shard": shard, "agent": agent, "subject": letter.subject,
-            "reason": redactor.text(letter.reason), "received_at": letter.received_at,
-            "command_seq": letter.stream_seq, "batch_index": letter.batch_index,
-            "seq": msg.metadata.sequence.stream,
-            "raw": raw_preview(letter.raw, redactor), "raw_bytes": len(letter.raw)}  # fmt: skip
+    return {
+        "tenant": tenant,
+        "shard": shard,
+        "agent": agent,
+        "subject": letter.subject,
+        "reason": redactor.text(letter.reason),
+        "received_at": letter.received_at,
+        "command_seq": letter.stream_seq,
+        "batch_index": letter.batch_index,
+        "seq": msg.metadata.sequence.stream,
+        "raw": raw_preview(letter.raw, redactor),
+        "raw_bytes": len(letter.raw),
+    }
 
 
 def raw_preview(raw: bytes, redactor: Redactor) -> str:
@@ -93,8 +109,9 @@ def dead_letter_filter(tenant: str) -> str:
     return naming.dead_letter_tenant_subject(tenant) if tenant else naming.DEAD_LETTER_SUBJECTS
 
 
-async def dead_letters(nc: NatsClient, redactor: Redactor, tenant: str, shown: int,
-                       window: int) -> dict[str, Any]:  # fmt: skip
+async def dead_letters(
+    nc: NatsClient, redactor: Redactor, tenant: str, shown: int, window: int
+) -> dict[str, Any]:
     """The latest ``shown`` dead letters, newest first: of every tenant (the stream's last
     ``shown`` messages), or of ``tenant`` among the stream's last ``window``."""
     js = nc.jetstream()
@@ -104,8 +121,9 @@ async def dead_letters(nc: NatsClient, redactor: Redactor, tenant: str, shown: i
         return {"letters": [], "total": 0, "window": 0}
     span = window if tenant else shown
     start = max(state.first_seq or 1, (state.last_seq or 0) - span + 1)
-    async with StreamTail(nc, naming.DEAD_LETTER_STREAM, dead_letter_filter(tenant),
-                          start_seq=start) as tail:  # fmt: skip
+    async with StreamTail(
+        nc, naming.DEAD_LETTER_STREAM, dead_letter_filter(tenant), start_seq=start
+    ) as tail:
         msgs = await tail.read_all()
     letters = [dead_letter_row(m, redactor) for m in msgs][-shown:]
     letters.reverse()

@@ -73,22 +73,38 @@ class RecallForm:
         types = tuple(get_list("type"))
         unknown = [t for t in types if t not in TYPES]
         if unknown:
-            raise FormError(f"unknown memory type(s) {', '.join(unknown)}; "
-                            f"known: {', '.join(TYPES)}")  # fmt: skip
+            raise FormError(
+                f"unknown memory type(s) {', '.join(unknown)}; known: {', '.join(TYPES)}"
+            )
         strategy_name = params.get("strategy") or "default"
         if strategy_name not in STRATEGIES and strategy_name != "custom":
             raise FormError(f"unknown strategy {strategy_name!r}")
         form = cls(
-            query=params.get("q", ""), owners=_words(params.get("owners", "")),
-            prefix=params.get("prefix", "").strip(), types=types,
-            tags=_words(params.get("tags", "")), strategy_name=strategy_name,
+            query=params.get("q", ""),
+            owners=_words(params.get("owners", "")),
+            prefix=params.get("prefix", "").strip(),
+            types=types,
+            tags=_words(params.get("tags", "")),
+            strategy_name=strategy_name,
             strategy_json=params.get("strategy_json", ""),
-            k=_bounded(params, "k", 5, MAX_K), budget=_bounded(params, "budget", 1500, MAX_BUDGET),
+            k=_bounded(params, "k", 5, MAX_K),
+            budget=_bounded(params, "budget", 1500, MAX_BUDGET),
             include_archived=params.get("include_archived") in ("1", "on", "true"),
-            values={name: params.get(name, "") for name in
-                    ("q", "owners", "prefix", "tags", "strategy", "strategy_json", "k", "budget",
-                     "include_archived")},
-        )  # fmt: skip
+            values={
+                name: params.get(name, "")
+                for name in (
+                    "q",
+                    "owners",
+                    "prefix",
+                    "tags",
+                    "strategy",
+                    "strategy_json",
+                    "k",
+                    "budget",
+                    "include_archived",
+                )
+            },
+        )
         form.strategy()  # a bad custom spec is refused now
         return form
 
@@ -110,10 +126,18 @@ class RecallForm:
 
 
 async def run_recall(client: MemoryClient, form: RecallForm) -> RecallReply:
-    return await client.recall(form.query, owners=form.owners, prefix=form.prefix,
-                               types=form.types, tags=form.tags, k=form.k, budget=form.budget,
-                               strategy=form.strategy(), explain=True,
-                               include_archived=form.include_archived)  # fmt: skip
+    return await client.recall(
+        form.query,
+        owners=form.owners,
+        prefix=form.prefix,
+        types=form.types,
+        tags=form.tags,
+        k=form.k,
+        budget=form.budget,
+        strategy=form.strategy(),
+        explain=True,
+        include_archived=form.include_archived,
+    )
 
 
 async def flagged_sensitive(client: MemoryClient, reply: RecallReply) -> set[str]:
@@ -136,8 +160,9 @@ def _pct(value: float, scale: float) -> float:
     return round(100.0 * max(0.0, min(value / scale, 1.0)), 2) if scale > 0 else 0.0
 
 
-def explain_view(reply: RecallReply, budget: int, masker: Masker,
-                 sensitive: set[str]) -> dict[str, Any]:  # fmt: skip
+def explain_view(
+    reply: RecallReply, budget: int, masker: Masker, sensitive: set[str]
+) -> dict[str, Any]:
     """The reply (as the API gives it) and what the page draws from it: per candidate, bar
     widths for relevance (against the best candidate's), decay (0..1) and feedback (against
     the largest weight, at least 1); and the meter: tokens injected and the baseline
@@ -149,13 +174,25 @@ def explain_view(reply: RecallReply, budget: int, masker: Masker,
     for rank, c in enumerate(candidates, 1):
         kept = c.decision.startswith("kept")
         verdict, _, why = c.decision.partition(": ")
-        rows.append({
-            "rank": rank, "key": c.key, "score": c.score, "relevance": c.relevance,
-            "decay": c.decay, "feedback": c.feedback, "tokens": c.tokens,
-            "decision": c.decision, "kept": kept, "why": why or verdict,
-            "width": {"relevance": _pct(c.relevance, top_relevance), "decay": _pct(c.decay, 1.0),
-                      "feedback": _pct(c.feedback, top_feedback)},
-        })  # fmt: skip
+        rows.append(
+            {
+                "rank": rank,
+                "key": c.key,
+                "score": c.score,
+                "relevance": c.relevance,
+                "decay": c.decay,
+                "feedback": c.feedback,
+                "tokens": c.tokens,
+                "decision": c.decision,
+                "kept": kept,
+                "why": why or verdict,
+                "width": {
+                    "relevance": _pct(c.relevance, top_relevance),
+                    "decay": _pct(c.decay, 1.0),
+                    "feedback": _pct(c.feedback, top_feedback),
+                },
+            }
+        )
     scale = max(reply.baseline_tokens, budget, reply.tokens, 1)
     # One line per memory, in the reply's order ("[date type key] content", see
     # recall.packing): a sensitive memory's line keeps its header, not its content.
@@ -176,6 +213,10 @@ def explain_view(reply: RecallReply, budget: int, masker: Masker,
         "kept": sum(1 for r in rows if r["kept"]),
         "budget": budget,
         "context": context,
-        "meter": {"tokens": _pct(reply.tokens, scale), "budget": _pct(budget, scale),
-                  "baseline": _pct(reply.baseline_tokens, scale), "scale": scale},
-    }  # fmt: skip
+        "meter": {
+            "tokens": _pct(reply.tokens, scale),
+            "budget": _pct(budget, scale),
+            "baseline": _pct(reply.baseline_tokens, scale),
+            "scale": scale,
+        },
+    }

@@ -25,8 +25,9 @@ PERIODS: dict[str, tuple[int, int]] = {
 MEASURES = ("injected", "baseline", "saved", "history")
 
 
-def series(rows: tuple[UsageRow, ...] | list[UsageRow], since: float, until: float,
-           bucket: int) -> dict[str, Any]:  # fmt: skip
+def series(
+    rows: tuple[UsageRow, ...] | list[UsageRow], since: float, until: float, bucket: int
+) -> dict[str, Any]:
     first = int(since // bucket * bucket)
     times = list(range(first, int(until) + 1, bucket))
     index = {t: i for i, t in enumerate(times)}
@@ -37,8 +38,12 @@ def series(rows: tuple[UsageRow, ...] | list[UsageRow], since: float, until: flo
         if slot is None:
             continue
         per = agents.setdefault(row.agent, {m: [0] * len(times) for m in MEASURES})
-        figures = {"injected": row.injected, "baseline": row.baseline,
-                   "saved": row.baseline - row.injected, "history": row.history}  # fmt: skip
+        figures = {
+            "injected": row.injected,
+            "baseline": row.baseline,
+            "saved": row.baseline - row.injected,
+            "history": row.history,
+        }
         for measure, value in figures.items():
             per[measure][slot] += value
             total[measure][slot] += value
@@ -61,8 +66,7 @@ def totals(rows: tuple[UsageRow, ...] | list[UsageRow]) -> list[dict[str, Any]]:
         # against carrying the whole history, where the agents reported it
         history = t["history"]
         t["saved_history"] = history - t["injected"] if history else None
-        t["saved_history_pct"] = (round(100 * t["saved_history"] / history, 1) if history
-                                  else None)  # fmt: skip
+        t["saved_history_pct"] = round(100 * t["saved_history"] / history, 1) if history else None
     return out
 
 
@@ -71,5 +75,11 @@ async def savings(client: MemoryClient, period: str, now: float | None = None) -
     until = time.time() if now is None else now
     since = until - seconds
     reply = await client.stats(since=since, until=until)
-    return {"period": period, "bucket_s": bucket, "since": since, "until": until,
-            **series(reply.rows, since, until, bucket), "totals": totals(reply.rows)}  # fmt: skip
+    return {
+        "period": period,
+        "bucket_s": bucket,
+        "since": since,
+        "until": until,
+        **series(reply.rows, since, until, bucket),
+        "totals": totals(reply.rows),
+    }

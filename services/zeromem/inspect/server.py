@@ -63,8 +63,13 @@ def run_inspect(settings: Settings, inspect: InspectSettings, *, link: bool = Tr
         print("  log in with a token from `zeromem auth inspect-token`", flush=True)
     app = create_app(settings, inspect, access)
     try:
-        uvicorn.run(app, host=inspect.host, port=inspect.port, log_level="warning",
-                    timeout_graceful_shutdown=2)  # fmt: skip
+        uvicorn.run(
+            app,
+            host=inspect.host,
+            port=inspect.port,
+            log_level="warning",
+            timeout_graceful_shutdown=2,
+        )
     except KeyboardInterrupt:
         pass
     except OSError as exc:

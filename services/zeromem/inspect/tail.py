@@ -21,8 +21,9 @@ _FETCH = 256
 
 
 class StreamTail:
-    def __init__(self, nc: NatsClient, stream: str, filter_subject: str, *,
-                 start_seq: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, nc: NatsClient, stream: str, filter_subject: str, *, start_seq: int | None = None
+    ) -> None:
         """From stream sequence ``start_seq`` on, or (None) only what arrives from now."""
         self.nc = nc
         self.stream = stream
@@ -36,8 +37,9 @@ class StreamTail:
         if self.start_seq is None:
             config = ConsumerConfig(deliver_policy=DeliverPolicy.NEW)
         else:
-            config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                                    opt_start_seq=max(1, self.start_seq))  # fmt: skip
+            config = ConsumerConfig(
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(1, self.start_seq)
+            )
         config.name = self._name = self.nc._nuid.next().decode()
         config.filter_subject = self.filter_subject
         config.ack_policy = AckPolicy.NONE

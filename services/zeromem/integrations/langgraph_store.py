@@ -169,8 +169,11 @@ class ZeromemStore(BaseStore):
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, daemon=True, name="zeromem-store")
         thread.start()
-        if creds is None and not (os.environ.get("ZEROMEM_CREDS") or os.environ.get("NATS_CREDS")
-                                  or os.environ.get("ZEROMEM_NATS_CREDS")):  # fmt: skip
+        if creds is None and not (
+            os.environ.get("ZEROMEM_CREDS")
+            or os.environ.get("NATS_CREDS")
+            or os.environ.get("ZEROMEM_NATS_CREDS")
+        ):
             tenant, agent = tenant or "default", agent or "langgraph"
         connect = MemoryClient.connect(url, tenant=tenant, agent=agent, shards=shards, creds=creds)
         client = asyncio.run_coroutine_threadsafe(connect, loop).result()

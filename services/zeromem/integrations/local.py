@@ -33,9 +33,12 @@ async def local_stack(
         # Secured like `zeromem up`: the services run under their own identities, and a
         # client given these settings (``MemoryClient.connect(..., settings=settings)``)
         # gets a credential for its tenant and agent from the stack's authority.
-        settings = stack.settings_for(Settings(data_dir=root / "data", shards=shards,
-                                               auth_dir=str(stack.authority.directory)),
-                                      "admin")  # fmt: skip
+        settings = stack.settings_for(
+            Settings(
+                data_dir=root / "data", shards=shards, auth_dir=str(stack.authority.directory)
+            ),
+            "admin",
+        )
         services = await InProcessServices.start(settings)
         try:
             yield settings

@@ -65,26 +65,46 @@ async def owners_to_archive(
 
 
 async def publish_archive(
-    nc: NatsClient, settings: Settings, tenant: str, owner: str, cutoff: float,
-    *, prefix: str = "", agent: str = ARCHIVER_AGENT,
-) -> str:  # fmt: skip
+    nc: NatsClient,
+    settings: Settings,
+    tenant: str,
+    owner: str,
+    cutoff: float,
+    *,
+    prefix: str = "",
+    agent: str = ARCHIVER_AGENT,
+) -> str:
     """Publish one archive command (stored by JetStream before returning); its id."""
     import time
 
-    command = Archive(id=new_command_id(), tenant=tenant, agent=agent, ts=time.time(),
-                      key=owner, older_than=cutoff, prefix=prefix)  # fmt: skip
+    command = Archive(
+        id=new_command_id(),
+        tenant=tenant,
+        agent=agent,
+        ts=time.time(),
+        key=owner,
+        older_than=cutoff,
+        prefix=prefix,
+    )
     shard = naming.shard_for(tenant, owner, settings.shards)
-    await nc.jetstream().publish(naming.command_subject(tenant, shard, agent), encode(command),
-                                 headers={naming.MSG_ID_HEADER: naming.command_dedupe_id(
-                                     tenant, agent, command.id)})  # fmt: skip
+    await nc.jetstream().publish(
+        naming.command_subject(tenant, shard, agent),
+        encode(command),
+        headers={naming.MSG_ID_HEADER: naming.command_dedupe_id(tenant, agent, command.id)},
+    )
     return command.id
 
 
 async def schedule_archive(
-    nc: NatsClient, redis: Redis, settings: Settings, cutoff: float, *,
-    shards: set[int] | None = None, tenants: list[str] | None = None,
+    nc: NatsClient,
+    redis: Redis,
+    settings: Settings,
+    cutoff: float,
+    *,
+    shards: set[int] | None = None,
+    tenants: list[str] | None = None,
     progress: Callable[[str], None] | None = None,
-) -> int:  # fmt: skip
+) -> int:
     """Publish an archive command for every owner (of ``shards`` only, when given) with
     memories older than ``cutoff``; the number published."""
     if tenants is None:

@@ -46,15 +46,26 @@ async def archived_candidates(
             item = _DECODER.decode(value)
             if not admits(item):
                 continue
-            tf = memory_terms(item.content, MemoryKey.parse(item.key).name, item.tags, item.value,
-                              item.index_key)
+            tf = memory_terms(
+                item.content, MemoryKey.parse(item.key).name, item.tags, item.value, item.index_key
+            )
             matched = {t: f for t, f in tf.items() if t in wanted}
             if wanted and not matched:
                 continue
             fb = item.feedback
-            features.append(CandidateFeatures(
-                item.key, item.updated_at, doc_length(tf), matched, fb.liked, fb.disliked,
-                fb.important, item.type.value, item.tags, count_tokens(item.content, encoding),
-            ))  # fmt: skip
+            features.append(
+                CandidateFeatures(
+                    item.key,
+                    item.updated_at,
+                    doc_length(tf),
+                    matched,
+                    fb.liked,
+                    fb.disliked,
+                    fb.important,
+                    item.type.value,
+                    item.tags,
+                    count_tokens(item.content, encoding),
+                )
+            )
             items[item.key] = item
     return features, items

@@ -53,11 +53,21 @@ def write_entry(command: Command, seq: int, result: Result, redactor: Redactor) 
     elif type(result) is Rejected:
         status, reason = "rejected", redactor.text(result.reason)
     return AuditEntry(
-        kind="write", at=result.applied_at, tenant=result.tenant, agent=command.agent,
-        op=result.op, key=result.key, status=status, command_id=command.id, seq=seq,
-        version_before=before, version_after=after, reason=reason, keys=keys,
+        kind="write",
+        at=result.applied_at,
+        tenant=result.tenant,
+        agent=command.agent,
+        op=result.op,
+        key=result.key,
+        status=status,
+        command_id=command.id,
+        seq=seq,
+        version_before=before,
+        version_after=after,
+        reason=reason,
+        keys=keys,
         detail=_detail(command, result, redactor),
-    )  # fmt: skip
+    )
 
 
 def _detail(command: Command, result: Result, redactor: Redactor) -> dict[str, Any]:
@@ -66,8 +76,10 @@ def _detail(command: Command, result: Result, redactor: Redactor) -> dict[str, A
     if type(command) is Put:
         sensitive = command.sensitive or (item is not None and item.sensitive)
         hidden = sensitive or redactor.key_is_sensitive(result.key)
-        return {"type": _TYPE_NAMES[command.type],
-                "content": REDACTED if hidden else (item.content if item else command.content)}
+        return {
+            "type": _TYPE_NAMES[command.type],
+            "content": REDACTED if hidden else (item.content if item else command.content),
+        }
     if type(command) is Patch:
         names = sorted(command.patch) if isinstance(command.patch, dict) else []
         if not applied or item is None or item.sensitive or redactor.key_is_sensitive(result.key):
@@ -75,8 +87,15 @@ def _detail(command: Command, result: Result, redactor: Redactor) -> dict[str, A
             return {"fields": names}
         return {"fields": names, "patch": redactor.value(command.patch)}
     if type(command) is Forget:
-        return {k: v for k, v in (("prefix", command.prefix), ("since", command.since),
-                                  ("until", command.until)) if v}  # fmt: skip
+        return {
+            k: v
+            for k, v in (
+                ("prefix", command.prefix),
+                ("since", command.since),
+                ("until", command.until),
+            )
+            if v
+        }
     if type(command) is Archive:
         return {
             "older_than": command.older_than,
@@ -91,15 +110,30 @@ _TYPE_NAMES = {t: t.value for t in MemoryType}  # an enum's .value is a slow pro
 def read_entry(
     tenant: str, reader: str, op: str, keys: Iterable[str], detail: dict[str, Any] | None = None
 ) -> AuditEntry:
-    return AuditEntry(kind="read", at=time.time(), tenant=tenant, agent=reader, op=op,
-                      status="read", keys=tuple(keys), detail=detail or {})  # fmt: skip
+    return AuditEntry(
+        kind="read",
+        at=time.time(),
+        tenant=tenant,
+        agent=reader,
+        op=op,
+        status="read",
+        keys=tuple(keys),
+        detail=detail or {},
+    )
 
 
 def dead_letter_entry(
     tenant: str, subject: str, reason: str, seq: int, redactor: Redactor
 ) -> AuditEntry:
-    return AuditEntry(kind="dead_letter", at=time.time(), tenant=tenant, status="dead_letter",
-                      seq=seq, reason=redactor.text(reason[:300]), detail={"subject": subject})
+    return AuditEntry(
+        kind="dead_letter",
+        at=time.time(),
+        tenant=tenant,
+        status="dead_letter",
+        seq=seq,
+        reason=redactor.text(reason[:300]),
+        detail={"subject": subject},
+    )
 
 
 async def read_audit(
@@ -131,8 +165,11 @@ async def read_audit(
         start = datetime.fromtimestamp(since, UTC).isoformat()
         config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=start)
     config.name = nc._nuid.next().decode()
-    config.filter_subject = (naming.audit_tenant_subject(tenant) if shard is None
-                             else naming.audit_write_subject(tenant, shard))  # fmt: skip
+    config.filter_subject = (
+        naming.audit_tenant_subject(tenant)
+        if shard is None
+        else naming.audit_write_subject(tenant, shard)
+    )
     config.ack_policy = AckPolicy.NONE
     config.inactive_threshold = 60.0
     config.mem_storage = True

@@ -44,13 +44,21 @@ class ReadRecorder:
         try:
             if self.audit:
                 entry = read_entry(tenant, reader, op, keys, detail)
-                await self._publish(naming.audit_read_subject(tenant, op),
-                                    encode(AuditBatch(entries=(entry,))), None)  # fmt: skip
+                await self._publish(
+                    naming.audit_read_subject(tenant, op),
+                    encode(AuditBatch(entries=(entry,))),
+                    None,
+                )
             now = time.time()
             for item in items:
-                if (item is not None and item.refresh_on_read and item.ttl_s and item.expires_at
-                        and item.expires_at - now < (1.0 - SLIDE_AFTER) * item.ttl_s):
-                        await self._touch(tenant, reader, item.key, now)
+                if (
+                    item is not None
+                    and item.refresh_on_read
+                    and item.ttl_s
+                    and item.expires_at
+                    and item.expires_at - now < (1.0 - SLIDE_AFTER) * item.ttl_s
+                ):
+                    await self._touch(tenant, reader, item.key, now)
         except Exception:  # a read is answered whatever happens to its side effects
             log.exception("could not record a read")
 
@@ -59,6 +67,8 @@ class ReadRecorder:
         agent = reader or "reader"
         command = Touch(id=new_command_id(), tenant=tenant, agent=agent, ts=now, key=key)
         shard = naming.shard_for(tenant, owner_of(key), self.shards)
-        await self._publish(naming.command_subject(tenant, shard, agent), encode(command),
-                            {naming.MSG_ID_HEADER: naming.command_dedupe_id(
-                                tenant, agent, command.id)})  # fmt: skip
+        await self._publish(
+            naming.command_subject(tenant, shard, agent),
+            encode(command),
+            {naming.MSG_ID_HEADER: naming.command_dedupe_id(tenant, agent, command.id)},
+        )

@@ -119,19 +119,30 @@ async def rebuild(
         total = info.state.messages
         if tenant:
             total = 0
-            for subjects in (naming.command_tenant_subject(tenant),
-                             naming.import_tenant_subject(tenant)):
+            for subjects in (
+                naming.command_tenant_subject(tenant),
+                naming.import_tenant_subject(tenant),
+            ):
                 filtered = await js.stream_info(naming.COMMAND_STREAM, subjects_filter=subjects)
                 total += sum((filtered.state.subjects or {}).values())
         await _clear(redis, tenant)
         if last:
-            await js.add_consumer(naming.COMMAND_STREAM, ConsumerConfig(
-                name=consumer, deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE,
-                filter_subjects=[naming.command_tenant_subject(tenant),
-                                 naming.import_tenant_subject(tenant)] if tenant
-                else [naming.COMMAND_SUBJECTS, naming.IMPORT_SUBJECTS],
-                inactive_threshold=60.0, mem_storage=True,
-            ))  # fmt: skip
+            await js.add_consumer(
+                naming.COMMAND_STREAM,
+                ConsumerConfig(
+                    name=consumer,
+                    deliver_policy=DeliverPolicy.ALL,
+                    ack_policy=AckPolicy.NONE,
+                    filter_subjects=[
+                        naming.command_tenant_subject(tenant),
+                        naming.import_tenant_subject(tenant),
+                    ]
+                    if tenant
+                    else [naming.COMMAND_SUBJECTS, naming.IMPORT_SUBJECTS],
+                    inactive_threshold=60.0,
+                    mem_storage=True,
+                ),
+            )
             feed = await PullFeed(nc, naming.COMMAND_STREAM, consumer).start()
             position = 0
             while position < last:
@@ -174,5 +185,13 @@ async def rebuild(
         if own_redis:
             await redis.aclose()
     stats = worker.stats
-    return RebuildReport(tenant or "", commands, stats.applied, stats.conflicts, stats.rejected,
-                         reaped, last, time.perf_counter() - started)  # fmt: skip
+    return RebuildReport(
+        tenant or "",
+        commands,
+        stats.applied,
+        stats.conflicts,
+        stats.rejected,
+        reaped,
+        last,
+        time.perf_counter() - started,
+    )

@@ -38,8 +38,10 @@ class Redactor:
     def value(self, value: Any) -> Any:
         """``value`` with the value of every field whose name is sensitive redacted."""
         if isinstance(value, dict):
-            return {k: REDACTED if isinstance(k, str) and self.pattern.search(k) else self.value(v)
-                    for k, v in value.items()}  # fmt: skip
+            return {
+                k: REDACTED if isinstance(k, str) and self.pattern.search(k) else self.value(v)
+                for k, v in value.items()
+            }
         if isinstance(value, list):
             return [self.value(v) for v in value]
         return value

@@ -85,8 +85,9 @@ def admit_request(subject: str, data: bytes, type_: type[T], limits: Limits) -> 
     return request  # type: ignore[no-any-return]
 
 
-def stats_window(request: StatsRequest, limits: Limits, now: float | None = None
-                 ) -> tuple[float, float]:  # fmt: skip
+def stats_window(
+    request: StatsRequest, limits: Limits, now: float | None = None
+) -> tuple[float, float]:
     """The (since, until) a stats request reads: ``until`` 0 (or later than now) is now,
     ``since`` 0 is as far back as the limit allows. Raises ``Refused`` over
     ``Limits.stats_range_s``."""
@@ -96,8 +97,13 @@ def stats_window(request: StatsRequest, limits: Limits, now: float | None = None
     if since > until:
         raise Refused(f"since ({since}) is after until ({until})")
     if until - since > limits.stats_range_s:
-        raise Refused(refusal("stats_range_s", f"a range of {(until - since) / 86400:.1f} days, "
-                                               f"limit {limits.stats_range_s / 86400:g}"))
+        raise Refused(
+            refusal(
+                "stats_range_s",
+                f"a range of {(until - since) / 86400:.1f} days, "
+                f"limit {limits.stats_range_s / 86400:g}",
+            )
+        )
     return since, until
 
 
@@ -118,25 +124,27 @@ def _list(request: ListRequest, limits: Limits) -> str | None:
 def _recall(request: RecallRequest, limits: Limits) -> str | None:
     scope = request.scope
     if len(scope.owners) > limits.recall_owners:
-        return refusal("recall_owners", f"{len(scope.owners)} owners, limit "
-                                        f"{limits.recall_owners}")  # fmt: skip
+        return refusal("recall_owners", f"{len(scope.owners)} owners, limit {limits.recall_owners}")
     if len(request.query) > limits.query_chars:
-        return refusal("query_chars", f"query is {len(request.query)} characters, limit "
-                                      f"{limits.query_chars}")  # fmt: skip
+        return refusal(
+            "query_chars", f"query is {len(request.query)} characters, limit {limits.query_chars}"
+        )
     filters = max(len(scope.tags), len(scope.types))
     if filters > limits.scope_filters:
-        return refusal("scope_filters", f"{filters} tags or types in scope, limit "
-                                        f"{limits.scope_filters}")  # fmt: skip
+        return refusal(
+            "scope_filters", f"{filters} tags or types in scope, limit {limits.scope_filters}"
+        )
     if len(request.encoding) > 64:
         return refusal("key_chars", "encoding name over 64 characters")
     for owner in scope.owners:
         reason = _keyish("owner", owner, limits)
         if reason is not None:
             return reason
-    return (_keyish("prefix", scope.prefix, limits)
-            or finite_refusal("scope since or until", scope.since, scope.until)
-            or shape_refusal(request.strategy, depth_limit=limits.nesting_depth,
-                             where="strategy"))  # fmt: skip
+    return (
+        _keyish("prefix", scope.prefix, limits)
+        or finite_refusal("scope since or until", scope.since, scope.until)
+        or shape_refusal(request.strategy, depth_limit=limits.nesting_depth, where="strategy")
+    )
 
 
 def _stats(request: StatsRequest, limits: Limits) -> str | None:
@@ -151,10 +159,18 @@ def _owners(request: OwnersRequest, limits: Limits) -> str | None:
 
 
 def _archived(request: ArchivedRequest, limits: Limits) -> str | None:
-    return (_keyish("key", request.key, limits) or _keyish("cursor", request.cursor, limits)
-            or _keyish("owner", request.owner, limits))  # fmt: skip
+    return (
+        _keyish("key", request.key, limits)
+        or _keyish("cursor", request.cursor, limits)
+        or _keyish("owner", request.owner, limits)
+    )
 
 
-_CHECKS: dict[type, Any] = {GetRequest: _get, ListRequest: _list, RecallRequest: _recall,
-                            StatsRequest: _stats, OwnersRequest: _owners,
-                            ArchivedRequest: _archived}  # fmt: skip
+_CHECKS: dict[type, Any] = {
+    GetRequest: _get,
+    ListRequest: _list,
+    RecallRequest: _recall,
+    StatsRequest: _stats,
+    OwnersRequest: _owners,
+    ArchivedRequest: _archived,
+}

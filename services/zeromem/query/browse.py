@@ -11,7 +11,9 @@ of one owner's archive hash.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from importlib import resources
+from typing import Any
 
 import msgspec
 from faststream.nats import NatsBroker, NatsMessage, NatsResponse
@@ -54,8 +56,10 @@ class OwnerBrowser:
             for owner in names:
                 pipe.hlen(keys.archive(owner))
             archived = await pipe.execute()
-        owners = tuple(OwnerSummary(owner, int(pairs[2 * i + 1]), int(archived[i]))
-                       for i, owner in enumerate(names))  # fmt: skip
+        owners = tuple(
+            OwnerSummary(owner, int(pairs[2 * i + 1]), int(archived[i]))
+            for i, owner in enumerate(names)
+        )
         return OwnersReply(owners=owners, next_cursor=names[-1] if more and names else "")
 
     async def _run_owners(self, *args: object) -> list[bytes]:
@@ -70,8 +74,9 @@ class OwnerBrowser:
                 self._owners_sha = ""
         raise NoScriptError("the owners script could not be loaded")
 
-    async def archived(self, tenant: str, owner: str, key: str, cursor: str,
-                       limit: int) -> ArchivedReply:  # fmt: skip
+    async def archived(
+        self, tenant: str, owner: str, key: str, cursor: str, limit: int
+    ) -> ArchivedReply:
         """One archived memory (``key``), or a page of the owner's archive tier. HSCAN
         pages are approximate in size (Redis's COUNT is a hint) and unordered."""
         archive = naming.RedisKeys(tenant).archive(owner)
@@ -83,8 +88,15 @@ class OwnerBrowser:
         return ArchivedReply(items=tuple(items), next_cursor=str(position) if position else "")
 
 
-def register_browse_handlers(broker: NatsBroker, redis: Redis, recorder: ReadRecorder,
-                             served, handlers: int) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+# ``served(msg, request type, answer)``: admit, wait for the tenant's turn, answer.
+Served = Callable[
+    [NatsMessage, type[Any], Callable[[Any], Awaitable[NatsResponse]]], Awaitable[NatsResponse]
+]
+
+
+def register_browse_handlers(
+    broker: NatsBroker, redis: Redis, recorder: ReadRecorder, served: Served, handlers: int
+) -> None:
     """Subscribe the owners and archived handlers on ``broker``. ``served(msg, type,
     answer)`` admits a request and waits for its tenant's turn before ``answer`` runs (the
     query service's: the same admission and the same turns as get and list); ``handlers``
@@ -92,10 +104,10 @@ def register_browse_handlers(broker: NatsBroker, redis: Redis, recorder: ReadRec
     browser = OwnerBrowser(redis)
 
     async def owners(request: OwnersRequest) -> NatsResponse:
-        reply = await browser.owners(request.tenant, request.prefix, request.cursor,
-                                     request.limit)  # fmt: skip
-        await recorder.after_read(request.tenant, request.reader, "owners", (),
-                                  detail={"prefix": request.prefix})  # fmt: skip
+        reply = await browser.owners(request.tenant, request.prefix, request.cursor, request.limit)
+        await recorder.after_read(
+            request.tenant, request.reader, "owners", (), detail={"prefix": request.prefix}
+        )
         return NatsResponse(encode(reply))
 
     async def archived(request: ArchivedRequest) -> NatsResponse:
@@ -106,21 +118,25 @@ def register_browse_handlers(broker: NatsBroker, redis: Redis, recorder: ReadRec
             return _bad_request(f"{request.key!r} is not a key of {owner!r}")
         if request.cursor and not request.cursor.isdigit():
             return _bad_request(f"not a cursor of this query: {request.cursor!r}")
-        reply = await browser.archived(request.tenant, owner, request.key, request.cursor,
-                                       request.limit)  # fmt: skip
-        await recorder.after_read(request.tenant, request.reader, "archived",
-                                  (i.key for i in reply.items))  # fmt: skip
+        reply = await browser.archived(
+            request.tenant, owner, request.key, request.cursor, request.limit
+        )
+        await recorder.after_read(
+            request.tenant, request.reader, "archived", (i.key for i in reply.items)
+        )
         return NatsResponse(encode(reply))
 
-    @broker.subscriber(naming.query_subject_all("owners"), queue=naming.QUERY_QUEUE_GROUP,
-                       max_workers=handlers)  # fmt: skip
+    @broker.subscriber(
+        naming.query_subject_all("owners"), queue=naming.QUERY_QUEUE_GROUP, max_workers=handlers
+    )
     async def handle_owners(msg: NatsMessage) -> NatsResponse:
-        return await served(msg, OwnersRequest, owners)  # type: ignore[no-any-return]
+        return await served(msg, OwnersRequest, owners)
 
-    @broker.subscriber(naming.query_subject_all("archived"), queue=naming.QUERY_QUEUE_GROUP,
-                       max_workers=handlers)  # fmt: skip
+    @broker.subscriber(
+        naming.query_subject_all("archived"), queue=naming.QUERY_QUEUE_GROUP, max_workers=handlers
+    )
     async def handle_archived(msg: NatsMessage) -> NatsResponse:
-        return await served(msg, ArchivedRequest, archived)  # type: ignore[no-any-return]
+        return await served(msg, ArchivedRequest, archived)
 
 
 def _bad_request(message: str) -> NatsResponse:

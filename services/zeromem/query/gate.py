@@ -54,15 +54,19 @@ class TenantGate:
         if len(self._seen) > 4096:  # forget the tenants gone quiet
             self._seen = {t: at for t, at in self._seen.items() if now - at < PRESENCE_S}
         if not self._rate.take(tenant, now=now):
-            return RATE_LIMITED, refusal("tenant_requests_per_s", f"tenant {tenant!r} is over "
-                                         f"{limits.tenant_requests_per_s:g} requests/s")
+            return RATE_LIMITED, refusal(
+                "tenant_requests_per_s",
+                f"tenant {tenant!r} is over {limits.tenant_requests_per_s:g} requests/s",
+            )
         waiting = self._waiting.get(tenant)
         if waiting is not None and len(waiting) >= limits.tenant_queued:
-            return OVERLOADED, refusal("tenant_queued", f"tenant {tenant!r} has "
-                                       f"{len(waiting)} requests waiting")  # fmt: skip
+            return OVERLOADED, refusal(
+                "tenant_queued", f"tenant {tenant!r} has {len(waiting)} requests waiting"
+            )
         if self._queued >= limits.reads_queued:
-            return OVERLOADED, refusal("reads_queued", "the service has "
-                                       f"{self._queued} requests waiting")  # fmt: skip
+            return OVERLOADED, refusal(
+                "reads_queued", f"the service has {self._queued} requests waiting"
+            )
         return None
 
     @contextlib.asynccontextmanager
@@ -122,8 +126,10 @@ class TenantGate:
             return False
         if not self._shared(now):
             return self._active.get(tenant, 0) < limits.tenant_in_flight
-        return (self._active.get(tenant, 0) < limits.tenant_in_flight_shared
-                and self._balance(tenant, now) > 0)  # fmt: skip
+        return (
+            self._active.get(tenant, 0) < limits.tenant_in_flight_shared
+            and self._balance(tenant, now) > 0
+        )
 
     def _take(self, tenant: str) -> None:
         self._busy += 1
@@ -170,6 +176,7 @@ class TenantGate:
                 del self._waiting[tenant]
             passes = len(self._turns)
         if earned_in is not None and self._redispatch is None:
+
             def again() -> None:
                 self._redispatch = None
                 self._dispatch()

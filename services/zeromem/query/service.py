@@ -54,7 +54,6 @@ _log = BoundedLog(log, Limits().log_interval_s)
 T = TypeVar("T")
 
 
-
 def error_response(code: str, message: str) -> NatsResponse:
     return NatsResponse(
         encode(ErrorReply(error=message, code=code)), headers={naming.ERROR_HEADER: code}
@@ -66,8 +65,12 @@ def error_response(code: str, message: str) -> NatsResponse:
 HANDLERS = 2048
 
 
-async def _served(msg: NatsMessage, type_: type[T], gate: TenantGate,
-                  answer: Callable[[T], Awaitable[NatsResponse]]) -> NatsResponse:  # fmt: skip
+async def _served(
+    msg: NatsMessage,
+    type_: type[T],
+    gate: TenantGate,
+    answer: Callable[[T], Awaitable[NatsResponse]],
+) -> NatsResponse:
     """Admit the request, wait for its tenant's turn, answer it."""
     subject = msg.raw_message.subject  # type: ignore[attr-defined]
     tenant = tenant_of_query_subject(subject)
@@ -82,8 +85,9 @@ async def _served(msg: NatsMessage, type_: type[T], gate: TenantGate,
         try:
             return await answer(request)
         except Exception as exc:  # every request gets an answer, even a bug's
-            _log.error(("read", type_.__name__, type(exc)), "%s failed", type_.__name__,
-                       exc_info=exc)  # fmt: skip
+            _log.error(
+                ("read", type_.__name__, type(exc)), "%s failed", type_.__name__, exc_info=exc
+            )
             return error_response("internal", f"{type_.__name__} failed; see the service log")
 
 
@@ -97,8 +101,9 @@ def broker_publisher(broker: NatsBroker):  # type: ignore[no-untyped-def]
     return publish
 
 
-def register_query_handlers(broker: NatsBroker, redis: Redis, shards: int | None = None,
-                            gate: TenantGate | None = None) -> None:  # fmt: skip
+def register_query_handlers(
+    broker: NatsBroker, redis: Redis, shards: int | None = None, gate: TenantGate | None = None
+) -> None:
     """Subscribe the get and list handlers on ``broker``. ``shards`` (the deployment's
     shard count) is where a read sends the touch of a sliding expiry; ``gate``, the turns
     between tenants this service's requests take (shared with the other handlers)."""
@@ -112,39 +117,56 @@ def register_query_handlers(broker: NatsBroker, redis: Redis, shards: int | None
 
     async def get(request: GetRequest) -> NatsResponse:
         (item,) = await get_items(redis, request.tenant, [request.key])
-        await recorder.after_read(request.tenant, request.reader, "get", (request.key,),
-                                  (item,) if request.slide else ())  # fmt: skip
+        slid = (item,) if request.slide else ()  # an inspector's look slides nothing
+        await recorder.after_read(request.tenant, request.reader, "get", (request.key,), slid)
         return NatsResponse(encode(GetReply(found=item is not None, item=item)))
 
     async def list_(request: ListRequest) -> NatsResponse:
         reply = await list_keys(
-            redis, request.tenant, request.prefix, request.cursor, request.limit,
+            redis,
+            request.tenant,
+            request.prefix,
+            request.cursor,
+            request.limit,
             request.with_items,
-        )  # fmt: skip
-        await recorder.after_read(request.tenant, request.reader, "list", reply.keys,
-                                  reply.items if request.slide else (),
-                                  {"prefix": request.prefix})  # fmt: skip
+        )
+        await recorder.after_read(
+            request.tenant,
+            request.reader,
+            "list",
+            reply.keys,
+            reply.items if request.slide else (),
+            {"prefix": request.prefix},
+        )
         return NatsResponse(encode(reply))
 
-    @broker.subscriber(naming.query_subject_all("get"), queue=naming.QUERY_QUEUE_GROUP,
-                       max_workers=HANDLERS)  # fmt: skip
+    @broker.subscriber(
+        naming.query_subject_all("get"), queue=naming.QUERY_QUEUE_GROUP, max_workers=HANDLERS
+    )
     async def handle_get(msg: NatsMessage) -> NatsResponse:
         return await _served(msg, GetRequest, gate, get)
 
-    @broker.subscriber(naming.query_subject_all("list"), queue=naming.QUERY_QUEUE_GROUP,
-                       max_workers=HANDLERS)  # fmt: skip
+    @broker.subscriber(
+        naming.query_subject_all("list"), queue=naming.QUERY_QUEUE_GROUP, max_workers=HANDLERS
+    )
     async def handle_list(msg: NatsMessage) -> NatsResponse:
         return await _served(msg, ListRequest, gate, list_)
 
-    register_browse_handlers(broker, redis, recorder,
-                             lambda msg, type_, answer: _served(msg, type_, gate, answer),
-                             HANDLERS)  # fmt: skip
+    register_browse_handlers(
+        broker,
+        redis,
+        recorder,
+        lambda msg, type_, answer: _served(msg, type_, gate, answer),
+        HANDLERS,
+    )
 
 
 def register_stats_handler(
-    broker: NatsBroker, redis: Redis, telemetry: Telemetry | None = None,
+    broker: NatsBroker,
+    redis: Redis,
+    telemetry: Telemetry | None = None,
     gate: TenantGate | None = None,
-) -> RecallService:  # fmt: skip
+) -> RecallService:
     """The stats query; returns the recall service whose usage ledger it reads (the recall
     subject itself is answered by ``recall.responder``, off FastStream, for latency)."""
     settings = Settings.from_env()
@@ -157,9 +179,15 @@ def register_stats_handler(
 
     def on_read(request: RecallRequest, reply: RecallReply) -> None:
         # After the reply is built, off the recall's path: the audit record of the read.
-        task = asyncio.get_running_loop().create_task(recorder.after_read(
-            request.tenant, request.reader, "recall", (m.key for m in reply.memories),
-            detail={"query_terms": len(request.query.split())}))  # fmt: skip
+        task = asyncio.get_running_loop().create_task(
+            recorder.after_read(
+                request.tenant,
+                request.reader,
+                "recall",
+                (m.key for m in reply.memories),
+                detail={"query_terms": len(request.query.split())},
+            )
+        )
         pending.add(task)
         task.add_done_callback(pending.discard)
 
@@ -174,12 +202,17 @@ def register_stats_handler(
         try:
             rows = await read_usage(redis, request.tenant, since, until, max_rows=limits.stats_rows)
         except TooManyRows:
-            return error_response("bad_request", refusal(
-                "stats_rows", f"the range holds more than {limits.stats_rows} rows: narrow it"))
+            return error_response(
+                "bad_request",
+                refusal(
+                    "stats_rows", f"the range holds more than {limits.stats_rows} rows: narrow it"
+                ),
+            )
         return NatsResponse(encode(StatsReply(rows=tuple(rows))))
 
-    @broker.subscriber(naming.query_subject_all("stats"), queue=naming.QUERY_QUEUE_GROUP,
-                       max_workers=HANDLERS)  # fmt: skip
+    @broker.subscriber(
+        naming.query_subject_all("stats"), queue=naming.QUERY_QUEUE_GROUP, max_workers=HANDLERS
+    )
     async def handle_stats(msg: NatsMessage) -> NatsResponse:
         return await _served(msg, StatsRequest, gate, stats)
 

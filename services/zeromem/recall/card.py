@@ -40,9 +40,17 @@ decode_card = msgspec.msgpack.Decoder(Card).decode
 
 
 def card_of(item: MemoryItem) -> Card:
-    return Card(item.content, item.type.value, item.created_at, item.updated_at, item.version,
-                item.tags, item.references, item.expires_at,
-                item.archived_at is not None)  # fmt: skip
+    return Card(
+        item.content,
+        item.type.value,
+        item.created_at,
+        item.updated_at,
+        item.version,
+        item.tags,
+        item.references,
+        item.expires_at,
+        item.archived_at is not None,
+    )
 
 
 def encode_card(item: MemoryItem) -> bytes:

@@ -11,11 +11,26 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-_MONTHS = {name: i + 1 for i, names in enumerate((
-    ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
-    ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"),
-    ("october", "oct"), ("november", "nov"), ("december", "dec"),
-)) for name in names}  # fmt: skip
+_MONTHS = {
+    name: i + 1
+    for i, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        )
+    )
+    for name in names
+}
 _MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"

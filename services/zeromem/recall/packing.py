@@ -177,14 +177,14 @@ def pack(
     misses = 0
     primaries = 0
 
-    def try_keep(item: PackItem, via: str, depth: int, candidate: ScoredCandidate | None
-                 ) -> bool:
+    def try_keep(item: PackItem, via: str, depth: int, candidate: ScoredCandidate | None) -> bool:
         nonlocal used, misses
         line = render_line(item)
         cost = count(line)
         if used + cost > budget:
-            decisions[item.key] = CUT_OVER_BUDGET if not via else (
-                f"{CUT_OVER_BUDGET} (reference of {via})")
+            decisions[item.key] = (
+                CUT_OVER_BUDGET if not via else (f"{CUT_OVER_BUDGET} (reference of {via})")
+            )
             misses += 1
             return False
         used += cost

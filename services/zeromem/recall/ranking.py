@@ -90,8 +90,9 @@ class RankingConfig:
         _check_number("date_weight", self.date_weight, low=0.0)
 
     @classmethod
-    def from_dict(cls, overrides: Mapping[str, Any] | None, base: RankingConfig | None = None
-                  ) -> RankingConfig:
+    def from_dict(
+        cls, overrides: Mapping[str, Any] | None, base: RankingConfig | None = None
+    ) -> RankingConfig:
         """``base`` (default: the defaults) with the fields named in ``overrides`` replaced.
         Unknown names and bad values raise ``ValueError`` naming the field."""
         base = base if base is not None else cls()
@@ -111,8 +112,9 @@ class RankingConfig:
         return bool(self.half_life_s)
 
 
-def _check_number(name: str, value: Any, *, low: float | None = None,
-                  high: float | None = None) -> None:
+def _check_number(
+    name: str, value: Any, *, low: float | None = None, high: float | None = None
+) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     if low is not None and value < low:
@@ -132,8 +134,7 @@ def idf(df: int, n_docs: int) -> float:
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
-def bm25(tf: int, df: int, n_docs: int, doc_len: int, avg_len: float, k1: float, b: float
-         ) -> float:
+def bm25(tf: int, df: int, n_docs: int, doc_len: int, avg_len: float, k1: float, b: float) -> float:
     """One term's BM25 contribution to one document's relevance."""
     if tf <= 0:
         return 0.0
@@ -280,8 +281,9 @@ def score_candidates(
     for term in query_terms:
         if term.startswith(SPEAKER_FIELD):
             if config.speaker_weight > 0.0 and term not in field_k1:
-                field_k1[term] = (idf(stats.df.get(term, 0), stats.n_docs) * (k1 + 1.0)
-                                  * config.speaker_weight)  # fmt: skip
+                field_k1[term] = (
+                    idf(stats.df.get(term, 0), stats.n_docs) * (k1 + 1.0) * config.speaker_weight
+                )
         elif term not in idf_k1:
             idf_k1[term] = idf(stats.df.get(term, 0), stats.n_docs) * (k1 + 1.0)
     avg_len = stats.avg_len
@@ -292,8 +294,9 @@ def score_candidates(
     floor = config.decay_floor
     # Past this age 0.5 ** (age / half_life) is below the floor whatever the rounding
     # (the 1e-6 margin dwarfs it), so old memories skip the pow and get the floor exactly.
-    floor_age = (half_life * math.log2(1.0 / floor) * (1.0 + 1e-6)
-                 if half_life and floor > 0.0 else math.inf)
+    floor_age = (
+        half_life * math.log2(1.0 / floor) * (1.0 + 1e-6) if half_life and floor > 0.0 else math.inf
+    )
 
     timeless = config.timeless_types
 
@@ -358,24 +361,38 @@ def score_candidates(
             scores[i] = s
 
     if relevance_mode and neighbours and config.neighbour_share > 0.0:
-        matched = _share_with_neighbours(feats, scores, matched, neighbours,
-                                         config.neighbour_share)  # fmt: skip
+        matched = _share_with_neighbours(feats, scores, matched, neighbours, config.neighbour_share)
     # Zero scores (0.0 is falsy) stay out of the up-front sort: they form the lazy tail.
     if relevance_mode:
         positive = [i for i in matched if scores[i] > 0.0]
     else:
         positive = list(compress(range(n), scores))
-    return Ranking(feats, scores, positive, idf_k1, norm_base, norm_per_len, now, config,
-                   boost_of, relevance_mode, dropped, field_k1)
+    return Ranking(
+        feats,
+        scores,
+        positive,
+        idf_k1,
+        norm_base,
+        norm_per_len,
+        now,
+        config,
+        boost_of,
+        relevance_mode,
+        dropped,
+        field_k1,
+    )
 
 
 _TURN = MemoryType.MESSAGE.value
 
 
 def _share_with_neighbours(
-    feats: list[CandidateFeatures], scores: list[float], matched: list[int],
-    neighbours: Mapping[str, Sequence[str]], share: float,
-) -> list[int]:  # fmt: skip
+    feats: list[CandidateFeatures],
+    scores: list[float],
+    matched: list[int],
+    neighbours: Mapping[str, Sequence[str]],
+    share: float,
+) -> list[int]:
     """Each conversation turn (a ``message`` memory) gains ``share`` x the best score of
     its neighbouring turns (as they scored on their own): a turn that answers a question
     asked in the turn before it, or the second half of an answer told over two turns.
@@ -416,16 +433,43 @@ class Ranking(Sequence[ScoredCandidate]):
     HEAD: ClassVar[int] = 64  # positions ordered up front; a sort below this many
 
     __slots__ = (
-        "_boost_of", "_built", "_config", "_feats", "_field_k1", "_final", "_idf_k1",
-        "_norm_base", "_norm_per_len", "_now", "_order", "_rest", "_run_end", "_scores",
-        "_tail_added", "_threshold", "_updated", "dropped", "positive", "relevance_mode",
+        "_boost_of",
+        "_built",
+        "_config",
+        "_feats",
+        "_field_k1",
+        "_final",
+        "_idf_k1",
+        "_norm_base",
+        "_norm_per_len",
+        "_now",
+        "_order",
+        "_rest",
+        "_run_end",
+        "_scores",
+        "_tail_added",
+        "_threshold",
+        "_updated",
+        "dropped",
+        "positive",
+        "relevance_mode",
     )
 
-    def __init__(self, feats: list[CandidateFeatures], scores: list[float], positive: list[int],
-                 idf_k1: dict[str, float], norm_base: float, norm_per_len: float, now: float,
-                 config: RankingConfig, boost_of: Callable[[CandidateFeatures], float] | None,
-                 relevance_mode: bool, dropped: list[CandidateFeatures],
-                 field_k1: dict[str, float] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        feats: list[CandidateFeatures],
+        scores: list[float],
+        positive: list[int],
+        idf_k1: dict[str, float],
+        norm_base: float,
+        norm_per_len: float,
+        now: float,
+        config: RankingConfig,
+        boost_of: Callable[[CandidateFeatures], float] | None,
+        relevance_mode: bool,
+        dropped: list[CandidateFeatures],
+        field_k1: dict[str, float] | None = None,
+    ) -> None:
         self._field_k1 = field_k1 or {}
         self._feats = feats
         self._scores = scores
@@ -579,8 +623,9 @@ class Ranking(Sequence[ScoredCandidate]):
                 key=c.key,
                 score=self._scores[i],
                 relevance=relevance,
-                decay=1.0 if c.type in config.timeless_types else time_decay(
-                    self._now - c.updated_at, config.half_life_s, config.decay_floor),
+                decay=1.0
+                if c.type in config.timeless_types
+                else time_decay(self._now - c.updated_at, config.half_life_s, config.decay_floor),
                 feedback=feedback_weight(c.liked, c.disliked, c.important, config),
                 boost=self._boost_of(c) if self._boost_of is not None else 1.0,
                 features=c,
@@ -765,9 +810,7 @@ def _build(spec: Any, depth: int) -> Strategy:
     name = spec.get("name")
     builder = _BUILDERS.get(name) if isinstance(name, str) else None
     if builder is None:
-        raise StrategyError(
-            f"unknown strategy {name!r}; known: {', '.join(sorted(_BUILDERS))}"
-        )
+        raise StrategyError(f"unknown strategy {name!r}; known: {', '.join(sorted(_BUILDERS))}")
     params = _Params(name, spec)
     strategy = builder(params, depth)
     params.finish()
@@ -790,14 +833,24 @@ class _Params:
             return None
         return self.spec[key]
 
-    def number(self, key: str, *, required: bool = False, default: float | None = None,
-               low: float | None = None, high: float | None = None, positive: bool = False
-               ) -> float | None:
+    def number(
+        self,
+        key: str,
+        *,
+        required: bool = False,
+        default: float | None = None,
+        low: float | None = None,
+        high: float | None = None,
+        positive: bool = False,
+    ) -> float | None:
         value = self._get(key, required)
         if value is None:
             return default
-        if (isinstance(value, bool) or not isinstance(value, int | float)
-                or not math.isfinite(value)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
             raise StrategyError(f"strategy {self.name!r}: {key!r} must be a number, got {value!r}")
         if positive and value <= 0:
             raise StrategyError(f"strategy {self.name!r}: {key!r} must be > 0, got {value!r}")
@@ -817,8 +870,12 @@ class _Params:
 
     def strings(self, key: str) -> frozenset[str]:
         value = self._get(key, True)
-        if (isinstance(value, str) or not isinstance(value, Sequence) or not value
-                or not all(isinstance(v, str) and v for v in value)):
+        if (
+            isinstance(value, str)
+            or not isinstance(value, Sequence)
+            or not value
+            or not all(isinstance(v, str) and v for v in value)
+        ):
             raise StrategyError(
                 f"strategy {self.name!r}: {key!r} must be a non-empty list of strings"
             )
@@ -869,8 +926,11 @@ def _by_type(p: _Params, depth: int) -> Strategy:
 
 def _feedback_weight(p: _Params, depth: int) -> Strategy:
     overrides: dict[str, float] = {}
-    for key, setting in (("liked", "liked_weight"), ("disliked", "disliked_weight"),
-                         ("important", "important_weight")):
+    for key, setting in (
+        ("liked", "liked_weight"),
+        ("disliked", "disliked_weight"),
+        ("important", "important_weight"),
+    ):
         value = p.number(key, low=0.0)
         if value is not None:
             overrides[setting] = value

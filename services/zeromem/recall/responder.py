@@ -31,8 +31,9 @@ log = logging.getLogger(__name__)
 
 
 class RecallResponder:
-    def __init__(self, nc: NatsClient, service: RecallService,
-                 gate: TenantGate | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, nc: NatsClient, service: RecallService, gate: TenantGate | None = None
+    ) -> None:
         self.nc = nc
         self.service = service
         self.gate = gate or TenantGate(service.limits)
@@ -41,8 +42,9 @@ class RecallResponder:
         self._log = BoundedLog(log, service.limits.log_interval_s)
 
     async def start(self) -> RecallResponder:
-        self._sub = await self.nc.subscribe(naming.query_subject_all("recall"),
-                                            queue=naming.RECALL_QUEUE_GROUP, cb=self._on_request)
+        self._sub = await self.nc.subscribe(
+            naming.query_subject_all("recall"), queue=naming.RECALL_QUEUE_GROUP, cb=self._on_request
+        )
         return self
 
     async def stop(self) -> None:
@@ -79,8 +81,9 @@ class RecallResponder:
         # The agent's trace continues here: one agent turn is one trace.
         parent = propagate.extract(msg.headers or {})
         tracer = self.service.telemetry.tracer
-        with tracer.start_as_current_span("zeromem recall", context=parent,
-                                          kind=SpanKind.SERVER) as span:  # fmt: skip
+        with tracer.start_as_current_span(
+            "zeromem recall", context=parent, kind=SpanKind.SERVER
+        ) as span:
             span.set_attribute("zeromem.tenant", request.tenant)
             started = time.perf_counter()
             try:
@@ -102,5 +105,8 @@ class RecallResponder:
             asyncio.get_running_loop().call_soon(self.service.answered, request, reply, elapsed)
 
     async def _error(self, msg: Msg, code: str, message: str) -> None:
-        await self.nc.publish(msg.reply, encode(ErrorReply(error=message, code=code)),
-                              headers={naming.ERROR_HEADER: code})  # fmt: skip
+        await self.nc.publish(
+            msg.reply,
+            encode(ErrorReply(error=message, code=code)),
+            headers={naming.ERROR_HEADER: code},
+        )

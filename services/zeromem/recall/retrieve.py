@@ -76,8 +76,13 @@ class Filters:
         since = scope.since
         if window_s is not None:
             since = max(since or 0.0, now - window_s)
-        return cls(frozenset(t.value for t in scope.types), frozenset(scope.tags), since,
-                   scope.until, scope.prefix)  # fmt: skip
+        return cls(
+            frozenset(t.value for t in scope.types),
+            frozenset(scope.tags),
+            since,
+            scope.until,
+            scope.prefix,
+        )
 
     @property
     def any(self) -> bool:
@@ -118,12 +123,26 @@ async def gather(
     if not filters.any:
         # The common case in one round trip: statistics, stage one, and stage two's memories,
         # with the time-neighbours of the best and the memories of a date the query names.
-        survey = await _survey(redis, keys, owners, query_terms, keep_n, config, explain,
-                               encoding, date_range)  # fmt: skip
+        survey = await _survey(
+            redis, keys, owners, query_terms, keep_n, config, explain, encoding, date_range
+        )
         stats, _, _ = _corpus(owners, query_terms, survey.owner_stats, survey.df)
-        gathered = await _finish(redis, keys, owners, filters, survey.chosen, survey.rows,
-                                 survey.stage_one_cut, survey.tf, stats, survey.owner_stats, None,
-                                 0, encoding, now)  # fmt: skip
+        gathered = await _finish(
+            redis,
+            keys,
+            owners,
+            filters,
+            survey.chosen,
+            survey.rows,
+            survey.stage_one_cut,
+            survey.tf,
+            stats,
+            survey.owner_stats,
+            None,
+            0,
+            encoding,
+            now,
+        )
         gathered.neighbours = survey.neighbours
         return gathered
 
@@ -152,28 +171,58 @@ async def gather(
         return Gathered([], {}, stats, 0, False, 0)
 
     if not enumerate_filtered:
-        survey = await _survey(redis, keys, owners, query_terms, keep_n, config, explain,
-                               encoding, None)  # fmt: skip
-        return await _finish(redis, keys, owners, filters, survey.chosen, survey.rows,
-                             survey.stage_one_cut, survey.tf, stats, owner_stats, None,
-                             filtered_total, encoding, now)  # fmt: skip
+        survey = await _survey(
+            redis, keys, owners, query_terms, keep_n, config, explain, encoding, None
+        )
+        return await _finish(
+            redis,
+            keys,
+            owners,
+            filters,
+            survey.chosen,
+            survey.rows,
+            survey.stage_one_cut,
+            survey.tf,
+            stats,
+            owner_stats,
+            None,
+            filtered_total,
+            encoding,
+            now,
+        )
 
-    posting_plan = [(owner, term) for owner in owners for term in query_terms
-                    if df_by_owner_term[(owner, term)]]  # fmt: skip
+    posting_plan = [
+        (owner, term) for owner in owners for term in query_terms if df_by_owner_term[(owner, term)]
+    ]
     tf: dict[str, dict[str, int]] = {}
     chosen, stage_one_cut = await _from_filtered_set(
         redis, keys, owners, filters, posting_plan, df, n_docs, now, config, keep_n, tf
     )
     rows = await _fetch_rows(redis, keys, sorted(chosen), encoding)
-    return await _finish(redis, keys, owners, filters, len(chosen), rows, stage_one_cut, tf,
-                         stats, owner_stats, chosen | {key for key, _ in stage_one_cut},
-                         filtered_total, encoding, now)  # fmt: skip
+    return await _finish(
+        redis,
+        keys,
+        owners,
+        filters,
+        len(chosen),
+        rows,
+        stage_one_cut,
+        tf,
+        stats,
+        owner_stats,
+        chosen | {key for key, _ in stage_one_cut},
+        filtered_total,
+        encoding,
+        now,
+    )
 
 
 def _corpus(
-    owners: Sequence[str], query_terms: Sequence[str], owner_stats: list[dict[str, int]],
+    owners: Sequence[str],
+    query_terms: Sequence[str],
+    owner_stats: list[dict[str, int]],
     df_by_owner_term: dict[tuple[str, str], int],
-) -> tuple[CorpusStats, dict[str, int], int]:  # fmt: skip
+) -> tuple[CorpusStats, dict[str, int], int]:
     n_docs = sum(s.get("n", 0) for s in owner_stats)
     total_len = sum(s.get("len", 0) for s in owner_stats)
     df = {t: sum(df_by_owner_term[(o, t)] for o in owners) for t in query_terms}
@@ -185,11 +234,21 @@ def _corpus(
 
 
 async def _finish(
-    redis: Redis, keys: naming.RedisKeys, owners: Sequence[str], filters: Filters,
-    chosen: int, rows: list[Any], stage_one_cut: list[tuple[str, float]],
-    tf: dict[str, dict[str, int]], stats: CorpusStats, owner_stats: list[dict[str, int]],
-    enumerated: set[str] | None, filtered_total: int, encoding: str, now: float,
-) -> Gathered:  # fmt: skip
+    redis: Redis,
+    keys: naming.RedisKeys,
+    owners: Sequence[str],
+    filters: Filters,
+    chosen: int,
+    rows: list[Any],
+    stage_one_cut: list[tuple[str, float]],
+    tf: dict[str, dict[str, int]],
+    stats: CorpusStats,
+    owner_stats: list[dict[str, int]],
+    enumerated: set[str] | None,
+    filtered_total: int,
+    encoding: str,
+    now: float,
+) -> Gathered:
     """Stage two's inputs from the memories read for it (``rows``)."""
     read = await _decode_rows(redis, keys, rows, encoding, now)
     # Ordered by key, whatever order the memories were read in: ranking sees the same list.
@@ -202,21 +261,37 @@ async def _finish(
         if admits is not None and not admits(key, card):
             continue
         items[key] = card
-        features.append(CandidateFeatures(
-            key, card.updated_at, doc_len, tf.get(key, no_tf), liked, disliked, important,
-            card.type, card.tags, tokens,
-        ))  # fmt: skip
+        features.append(
+            CandidateFeatures(
+                key,
+                card.updated_at,
+                doc_len,
+                tf.get(key, no_tf),
+                liked,
+                disliked,
+                important,
+                card.type,
+                card.tags,
+                tokens,
+            )
+        )
 
-    baseline, estimated = await _baseline(redis, keys, owners, owner_stats, filters, enumerated,
-                                          filtered_total, encoding, now)  # fmt: skip
-    return Gathered(features, items, stats, baseline, estimated,
-                    considered=chosen + len(stage_one_cut),
-                    stage_one_cut=stage_one_cut)  # fmt: skip
+    baseline, estimated = await _baseline(
+        redis, keys, owners, owner_stats, filters, enumerated, filtered_total, encoding, now
+    )
+    return Gathered(
+        features,
+        items,
+        stats,
+        baseline,
+        estimated,
+        considered=chosen + len(stage_one_cut),
+        stage_one_cut=stage_one_cut,
+    )
 
 
 def _weights(df: dict[str, int], n_docs: int, config: RankingConfig) -> dict[str, float]:
-    return {t: idf(d, n_docs) * (config.k1 + 1.0) * _term_factor(t, config)
-            for t, d in df.items()}  # fmt: skip
+    return {t: idf(d, n_docs) * (config.k1 + 1.0) * _term_factor(t, config) for t, d in df.items()}
 
 
 def _term_factor(term: str, config: RankingConfig) -> float:
@@ -256,16 +331,35 @@ class Survey:
 
 
 async def _survey(
-    redis: Redis, keys: naming.RedisKeys, owners: Sequence[str], terms: Sequence[str],
-    keep_n: int, config: RankingConfig, explain: bool, encoding: str,
+    redis: Redis,
+    keys: naming.RedisKeys,
+    owners: Sequence[str],
+    terms: Sequence[str],
+    keep_n: int,
+    config: RankingConfig,
+    explain: bool,
+    encoding: str,
     date_range: tuple[float, float] | None = None,
-) -> Survey:  # fmt: skip
+) -> Survey:
     expand = NEIGHBOUR_EXPAND if config.neighbour_share > 0.0 else 0
     low, high = (repr(date_range[0]), repr(date_range[1])) if date_range else ("", "")
-    args: list[object] = [POSTINGS_LIMIT, RECENT_LIMIT, keep_n, repr(config.k1),
-                          repr(POSTING_TF_SCALE), "1" if explain else "0", f"tk:{encoding}",
-                          keys.item(""), len(owners), len(terms), expand,
-                          repr(config.neighbour_gap_s), low, high, DATED_LIMIT]  # fmt: skip
+    args: list[object] = [
+        POSTINGS_LIMIT,
+        RECENT_LIMIT,
+        keep_n,
+        repr(config.k1),
+        repr(POSTING_TF_SCALE),
+        "1" if explain else "0",
+        f"tk:{encoding}",
+        keys.item(""),
+        len(owners),
+        len(terms),
+        expand,
+        repr(config.neighbour_gap_s),
+        low,
+        high,
+        DATED_LIMIT,
+    ]
     args += [keys.owner_stats(owner) for owner in owners]
     args += [keys.by_time(owner) for owner in owners]
     args += [keys.by_term(owner, term) for owner in owners for term in terms]
@@ -285,24 +379,42 @@ async def _survey(
     tf: dict[str, dict[str, int]] = {}
     for j in range(0, len(tf_flat), 2):
         pairs = tf_flat[j + 1]
-        tf[tf_flat[j].decode()] = {terms[pairs[p] - 1]: pairs[p + 1]
-                                   for p in range(0, len(pairs), 2)}  # fmt: skip
+        tf[tf_flat[j].decode()] = {
+            terms[pairs[p] - 1]: pairs[p + 1] for p in range(0, len(pairs), 2)
+        }
     # Best first; ties go to the smaller key, byte for byte (ordered here: a script's
     # string order would follow the server's locale).
-    cut = sorted(((cut_flat[j], float(cut_flat[j + 1])) for j in range(0, len(cut_flat), 2)),
-                 key=lambda pair: (-pair[1], pair[0]))  # fmt: skip
+    cut = sorted(
+        ((cut_flat[j], float(cut_flat[j + 1])) for j in range(0, len(cut_flat), 2)),
+        key=lambda pair: (-pair[1], pair[0]),
+    )
     neighbours: dict[str, list[str]] = {}
     for j in range(0, len(near), 2):
         neighbours.setdefault(near[j].decode(), []).append(near[j + 1].decode())
-    return Survey(owner_stats, df_by_owner_term, chosen, rows, tf,
-                  [(m.decode(), e) for m, e in cut], neighbours)  # fmt: skip
+    return Survey(
+        owner_stats,
+        df_by_owner_term,
+        chosen,
+        rows,
+        tf,
+        [(m.decode(), e) for m, e in cut],
+        neighbours,
+    )
 
 
 async def _from_filtered_set(
-    redis: Redis, keys: naming.RedisKeys, owners: Sequence[str], filters: Filters,
-    posting_plan: list[tuple[str, str]], df: dict[str, int], n_docs: int, now: float,
-    config: RankingConfig, keep_n: int, tf: dict[str, dict[str, int]],
-) -> tuple[set[str], list[tuple[str, float]]]:  # fmt: skip
+    redis: Redis,
+    keys: naming.RedisKeys,
+    owners: Sequence[str],
+    filters: Filters,
+    posting_plan: list[tuple[str, str]],
+    df: dict[str, int],
+    n_docs: int,
+    now: float,
+    config: RankingConfig,
+    keep_n: int,
+    tf: dict[str, dict[str, int]],
+) -> tuple[set[str], list[tuple[str, float]]]:
     """A small filtered set is read whole and every member's term frequencies looked up,
     so a selective filter never loses a memory to truncated postings."""
     plan: list[tuple[str, str, str]] = []
@@ -314,16 +426,21 @@ async def _from_filtered_set(
     if len(allowed) <= keep_n:
         return allowed, []
     weights = _weights(df, n_docs, config)
-    estimate = {key: sum(weights[t] * f / (f + config.k1) for t, f in tf.get(key, {}).items())
-                for key in allowed}  # fmt: skip
+    estimate = {
+        key: sum(weights[t] * f / (f + config.k1) for t, f in tf.get(key, {}).items())
+        for key in allowed
+    }
     ordered = sorted(allowed, key=lambda key: (-estimate[key], key))
     return set(ordered[:keep_n]), [(key, estimate[key]) for key in ordered[keep_n:]]
 
 
 async def _term_frequencies(
-    redis: Redis, keys: naming.RedisKeys, posting_plan: list[tuple[str, str]],
-    members: list[str], tf: dict[str, dict[str, int]],
-) -> None:  # fmt: skip
+    redis: Redis,
+    keys: naming.RedisKeys,
+    posting_plan: list[tuple[str, str]],
+    members: list[str],
+    tf: dict[str, dict[str, int]],
+) -> None:
     by_owner: dict[str, list[str]] = {}
     for key in members:
         by_owner.setdefault(owner_of(key), []).append(key)
@@ -463,7 +580,9 @@ end
 # rows (see read), their query-term frequencies (key, {term index, tf, ...}), the cut
 # memories with their estimates when explaining (key, '%.17g'), the number chosen,
 # neighbour pairs (key, neighbour key, ...)}.
-_SURVEY_LUA = _READ_LUA + """
+_SURVEY_LUA = (
+    _READ_LUA
+    + """
 local call, tonumber, floor = redis.call, tonumber, math.floor
 local limit, nrecent, keep = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local k1, scale, explain = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1'
@@ -751,15 +870,19 @@ for _, member in ipairs(chosen) do
 end
 return {stats, dfs, rows, tfs, cut, #chosen, pairs_out}
 """
+)
 
 # ARGV: token field, item key prefix, then the keys of the memories to read.
-_FETCH_LUA = _READ_LUA + """
+_FETCH_LUA = (
+    _READ_LUA
+    + """
 local rows = {}
 for i = 3, #ARGV do
   read(rows, ARGV[2], ARGV[i], ARGV[1])
 end
 return rows
 """
+)
 
 _SURVEY = _Script(_SURVEY_LUA)
 _FETCH = _Script(_FETCH_LUA)

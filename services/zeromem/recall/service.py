@@ -58,8 +58,10 @@ def scope_owners(scope: RecallScope) -> list[str]:
         if len(parts) >= 2 and parts[1]:
             owners = [f"{parts[0]}:{parts[1]}"]
     if not owners:
-        raise RecallError("a recall needs at least one owner in scope (e.g. 'user:u1'), "
-                          "or a key prefix that names one")  # fmt: skip
+        raise RecallError(
+            "a recall needs at least one owner in scope (e.g. 'user:u1'), "
+            "or a key prefix that names one"
+        )
     for owner in owners:
         try:
             parsed = MemoryKey.parse(owner)
@@ -89,9 +91,12 @@ def _strategy_filters(strategy: Strategy) -> tuple[float | None, set[str], set[s
 
 class RecallService:
     def __init__(
-        self, redis: Redis, config: RankingConfig | None = None, telemetry: Telemetry | None = None,
+        self,
+        redis: Redis,
+        config: RankingConfig | None = None,
+        telemetry: Telemetry | None = None,
         limits: Limits | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.redis = redis
         self.config = config or RankingConfig()
         self.limits = limits or Limits()
@@ -116,15 +121,18 @@ class RecallService:
 
     def answered(self, request: RecallRequest, reply: RecallReply, elapsed_s: float) -> None:
         """Record an answered recall: metrics, usage, and the ``on_read`` hook."""
-        self.telemetry.record_recall(request.tenant, request.reader, reply.tokens,
-                                     reply.baseline_tokens, elapsed_s)  # fmt: skip
+        self.telemetry.record_recall(
+            request.tenant, request.reader, reply.tokens, reply.baseline_tokens, elapsed_s
+        )
         # The ledger names the same agents the metrics do (bounded per tenant).
         agent = self.telemetry.agent(request.tenant, request.reader) if request.reader else ""
-        self.usage.record(request.tenant, agent, reply.tokens, reply.baseline_tokens,
-                          request.history_tokens)  # fmt: skip
+        self.usage.record(
+            request.tenant, agent, reply.tokens, reply.baseline_tokens, request.history_tokens
+        )
         if request.history_tokens:
             self.telemetry.history_tokens.add(
-                request.history_tokens, self.telemetry.attributes(request.tenant, request.reader))
+                request.history_tokens, self.telemetry.attributes(request.tenant, request.reader)
+            )
         if self.on_read is not None:
             self.on_read(request, reply)
 
@@ -139,60 +147,95 @@ class RecallService:
         window, only_tags, only_types = _strategy_filters(strategy)
         filters = Filters.of(request.scope, window, now)
         if only_tags and not filters.tags:
-            filters = Filters(filters.types, frozenset(only_tags), filters.since, filters.until,
-                              filters.prefix)  # fmt: skip
+            filters = Filters(
+                filters.types, frozenset(only_tags), filters.since, filters.until, filters.prefix
+            )
         if only_types and not filters.types:
-            filters = Filters(frozenset(only_types), filters.tags, filters.since, filters.until,
-                              filters.prefix)  # fmt: skip
+            filters = Filters(
+                frozenset(only_types), filters.tags, filters.since, filters.until, filters.prefix
+            )
         query_terms = list(dict.fromkeys(terms(request.query)))
         if len(query_terms) > self.limits.query_terms:
-            raise RecallError(refusal("query_terms", f"{len(query_terms)} distinct terms in the "
-                                      f"query, limit {self.limits.query_terms}"))  # fmt: skip
+            raise RecallError(
+                refusal(
+                    "query_terms",
+                    f"{len(query_terms)} distinct terms in the "
+                    f"query, limit {self.limits.query_terms}",
+                )
+            )
         config = strategy.config(self.config)
         if query_terms and config.speaker_weight > 0.0:
             query_terms += field_terms(query_terms)  # any query word may name a speaker
         dates = date_range(request.query) if config.date_weight != 1.0 else None
 
         gathered = await gather(
-            self.redis, request.tenant, owners, query_terms, filters,
-            k=request.k, encoding=request.encoding, config=config, now=now,
-            explain=request.explain, date_range=dates,
-        )  # fmt: skip
+            self.redis,
+            request.tenant,
+            owners,
+            query_terms,
+            filters,
+            k=request.k,
+            encoding=request.encoding,
+            config=config,
+            now=now,
+            explain=request.explain,
+            date_range=dates,
+        )
         if request.include_archived:
             # The archive tier is in no index: its records are read and analysed here.
             from zeromem.lifecycle.archive_recall import archived_candidates
 
             extra, archived = await archived_candidates(
-                self.redis, request.tenant, owners, query_terms, filters.admits,
+                self.redis,
+                request.tenant,
+                owners,
+                query_terms,
+                filters.admits,
                 request.encoding,
-            )  # fmt: skip
+            )
             for features in extra:
                 if features.key not in gathered.items:  # a live memory shadows its archive
                     gathered.features.append(features)
                     gathered.items[features.key] = card_of(archived[features.key])
-        ranking = score_candidates(gathered.features, query_terms, gathered.stats, now,
-                                   self.config, strategy, neighbours=gathered.neighbours,
-                                   date_range=dates)  # fmt: skip
+        ranking = score_candidates(
+            gathered.features,
+            query_terms,
+            gathered.stats,
+            now,
+            self.config,
+            strategy,
+            neighbours=gathered.neighbours,
+            date_range=dates,
+        )
 
         items = gathered.items
         # A query whose terms match nothing recalls nothing: recent but unrelated memories
         # would cost tokens and tell the model nothing. An empty query ranks by recency.
         k = request.k if ranking.relevance_mode or not query_terms else 0
         await self._prefetch_references(request, ranking, items, now)
-        result = pack(ranking, k, request.budget, lambda key: _pack_item(key, items.get(key)),
-                      count)  # fmt: skip
+        result = pack(
+            ranking, k, request.budget, lambda key: _pack_item(key, items.get(key)), count
+        )
 
         memories = []
         for packed in result.kept:
             key = packed.item.key
             card = items[key]
             scored = packed.candidate  # None for a memory pulled in as a reference
-            memories.append(RecalledMemory(
-                key=key, content=card.content, type=MemoryType(card.type),
-                created_at=card.created_at, updated_at=card.updated_at, version=card.version,
-                score=round(scored.score, 6) if scored else 0.0, tokens=packed.tokens,
-                via=packed.via, archived=card.archived,
-            ))  # fmt: skip
+            memories.append(
+                RecalledMemory(
+                    key=key,
+                    content=card.content,
+                    type=MemoryType(card.type),
+                    created_at=card.created_at,
+                    updated_at=card.updated_at,
+                    version=card.version,
+                    score=round(scored.score, 6) if scored else 0.0,
+                    tokens=packed.tokens,
+                    via=packed.via,
+                    archived=card.archived,
+                )
+            )
         candidates: tuple[Candidate, ...] = ()
         if request.explain:
             candidates = self._explain(ranking, result, gathered)
@@ -220,27 +263,46 @@ class RecallService:
             wanted = sorted(ref for ref in frontier if ref not in items)
             if not wanted:
                 return
-            fetched = await fetch_items(self.redis, request.tenant, wanted, request.encoding,
-                                        now)  # fmt: skip
+            fetched = await fetch_items(self.redis, request.tenant, wanted, request.encoding, now)
             items.update(fetched)
             frontier = {ref for card in fetched.values() for ref in card.references}
 
     @staticmethod
     def _explain(ranking, result, gathered) -> tuple[Candidate, ...]:  # type: ignore[no-untyped-def]
         out = [
-            Candidate(key=c.key, score=round(c.score, 6), relevance=round(c.relevance, 6),
-                      decay=round(c.decay, 6), feedback=round(c.feedback, 6),
-                      tokens=c.features.tokens, decision=result.decision(c))
+            Candidate(
+                key=c.key,
+                score=round(c.score, 6),
+                relevance=round(c.relevance, 6),
+                decay=round(c.decay, 6),
+                feedback=round(c.feedback, 6),
+                tokens=c.features.tokens,
+                decision=result.decision(c),
+            )
             for c in ranking[:EXPLAIN_LIMIT]
         ]
         out += [
-            Candidate(key=f.key, score=0.0, relevance=0.0, decay=0.0, feedback=0.0,
-                      tokens=f.tokens, decision="cut: filtered by strategy")
+            Candidate(
+                key=f.key,
+                score=0.0,
+                relevance=0.0,
+                decay=0.0,
+                feedback=0.0,
+                tokens=f.tokens,
+                decision="cut: filtered by strategy",
+            )
             for f in ranking.dropped[: max(0, EXPLAIN_LIMIT - len(out))]
         ]
         out += [
-            Candidate(key=key, score=round(estimate, 6), relevance=0.0, decay=0.0, feedback=0.0,
-                      tokens=0, decision="cut: below the exact-scoring cut (stage one)")
+            Candidate(
+                key=key,
+                score=round(estimate, 6),
+                relevance=0.0,
+                decay=0.0,
+                feedback=0.0,
+                tokens=0,
+                decision="cut: below the exact-scoring cut (stage one)",
+            )
             for key, estimate in gathered.stage_one_cut[: max(0, EXPLAIN_LIMIT - len(out))]
         ]
         return tuple(out)

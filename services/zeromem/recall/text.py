@@ -57,18 +57,125 @@ SPEAKER_FIELD = "speaker "
 
 # Small on purpose: only words that carry no meaning in a memory or a question about one.
 # Negations ("no", "not") are dropped too: bag-of-words ranking cannot use them anyway.
-STOP_WORDS = frozenset((
-    "a", "an", "the", "and", "or", "but", "if", "then", "else", "so", "than", "too", "very", "of",
-    "to", "in", "on", "at", "by", "for", "with", "from", "into", "onto", "about", "as", "is",
-    "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "done", "has", "have",
-    "had", "having", "it", "its", "this", "that", "these", "those", "there", "here", "i", "me",
-    "my", "mine", "we", "us", "our", "ours", "you", "your", "yours", "he", "him", "his", "she",
-    "her", "hers", "they", "them", "their", "theirs", "what", "which", "who", "whom", "whose",
-    "how", "when", "where", "why", "will", "would", "shall", "should", "can", "could", "may",
-    "might", "must", "not", "no", "nor", "all", "any", "some", "such", "just", "also", "only",
-    "own", "same", "other", "each", "both", "few", "more", "most", "up", "down", "out", "over",
-    "under", "again", "further", "once",
-))
+STOP_WORDS = frozenset(
+    (
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "then",
+        "else",
+        "so",
+        "than",
+        "too",
+        "very",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "with",
+        "from",
+        "into",
+        "onto",
+        "about",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "am",
+        "do",
+        "does",
+        "did",
+        "done",
+        "has",
+        "have",
+        "had",
+        "having",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "here",
+        "i",
+        "me",
+        "my",
+        "mine",
+        "we",
+        "us",
+        "our",
+        "ours",
+        "you",
+        "your",
+        "yours",
+        "he",
+        "him",
+        "his",
+        "she",
+        "her",
+        "hers",
+        "they",
+        "them",
+        "their",
+        "theirs",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "how",
+        "when",
+        "where",
+        "why",
+        "will",
+        "would",
+        "shall",
+        "should",
+        "can",
+        "could",
+        "may",
+        "might",
+        "must",
+        "not",
+        "no",
+        "nor",
+        "all",
+        "any",
+        "some",
+        "such",
+        "just",
+        "also",
+        "only",
+        "own",
+        "same",
+        "other",
+        "each",
+        "both",
+        "few",
+        "more",
+        "most",
+        "up",
+        "down",
+        "out",
+        "over",
+        "under",
+        "again",
+        "further",
+        "once",
+    )
+)
 
 # Han (BMP blocks, compatibility ideographs, the supplementary planes), kana, Hangul.
 _CJK_CHARS = (
@@ -213,9 +320,13 @@ def _same_strings(a: Any, b: Any) -> bool:
 
 
 def index_terms(
-    content: str, name: str | None, tags: Sequence[str], *, text: str = "",
+    content: str,
+    name: str | None,
+    tags: Sequence[str],
+    *,
+    text: str = "",
     index_name: bool = False,
-) -> dict[str, int]:  # fmt: skip
+) -> dict[str, int]:
     """Term frequencies of one memory, by field (see the module docstring): content (each
     term ``CONTENT_WEIGHT`` times), source ``text`` when it differs from the content, the
     speaker (field terms), tags, and the key ``name`` only with ``index_name``.
@@ -253,8 +364,9 @@ def index_terms(
     return tf
 
 
-def memory_terms(content: str, key_name: str | None, tags: Sequence[str], value: Any,
-                 index_key: bool) -> dict[str, int]:  # fmt: skip
+def memory_terms(
+    content: str, key_name: str | None, tags: Sequence[str], value: Any, index_key: bool
+) -> dict[str, int]:
     """``index_terms`` of a stored memory's fields: what the workers index it by."""
     return index_terms(content, key_name, tags, text=source_text(value), index_name=index_key)
 

@@ -84,8 +84,9 @@ class TooManyRows(ValueError):
     """The range holds more rows than one reply may carry."""
 
 
-async def read_usage(redis: Redis, tenant: str, since: float, until: float,
-                     max_rows: int | None = None) -> list[UsageRow]:  # fmt: skip
+async def read_usage(
+    redis: Redis, tenant: str, since: float, until: float, max_rows: int | None = None
+) -> list[UsageRow]:
     """The tenant's rows between ``since`` and ``until``. Only the days the ledger still
     keeps are read (at most 36 hash reads, whatever the range); more than ``max_rows``
     rows raise ``TooManyRows``."""

@@ -55,8 +55,9 @@ class AckCounter:
         self.pending_commands += commands
         self._drained.clear()
         try:
-            await self.nc.publish(subject, payload, reply=f"{self.subject}.{commands}",
-                                  headers=headers)  # fmt: skip
+            await self.nc.publish(
+                subject, payload, reply=f"{self.subject}.{commands}", headers=headers
+            )
         except BaseException:
             self._settle(1, commands)
             raise
@@ -90,8 +91,11 @@ class AckCounter:
         ``flush`` and back-pressure do not wait for ever."""
         if self.pending:
             self.unknown += self.pending_commands
-            log.warning("%d fire-and-forget writes lost their acknowledgement in a reconnect; "
-                        "they may or may not be stored", self.pending_commands)  # fmt: skip
+            log.warning(
+                "%d fire-and-forget writes lost their acknowledgement in a reconnect; "
+                "they may or may not be stored",
+                self.pending_commands,
+            )
         self.pending = self.pending_commands = 0
         self._room.set()
         self._drained.set()

@@ -40,9 +40,12 @@ class _Buffer:
 
 class CommandBatcher:
     def __init__(
-        self, acks: AckCounter, max_commands: int = MAX_COMMANDS, max_bytes: int = MAX_BYTES,
+        self,
+        acks: AckCounter,
+        max_commands: int = MAX_COMMANDS,
+        max_bytes: int = MAX_BYTES,
         dedupe_id: Callable[[str], str] = lambda command_id: command_id,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.acks = acks
         self.dedupe_id = dedupe_id  # a message's Nats-Msg-Id from its (first) command id
         self.max_commands = max_commands
@@ -80,8 +83,10 @@ class CommandBatcher:
                 once = self.dedupe_id(buffer.first_id)
                 await self.acks.send(subject, buffer.parts[0], {naming.MSG_ID_HEADER: once})
                 return
-            headers = {naming.MSG_ID_HEADER: self.dedupe_id(f"{buffer.first_id}+{count}"),
-                       naming.BATCH_HEADER: str(count)}  # fmt: skip
+            headers = {
+                naming.MSG_ID_HEADER: self.dedupe_id(f"{buffer.first_id}+{count}"),
+                naming.BATCH_HEADER: str(count),
+            }
             await self.acks.send(subject, encode_batch(buffer.parts), headers, commands=count)
         except Exception:
             self.unsent += count
@@ -110,5 +115,6 @@ class CommandBatcher:
         except Exception as exc:  # no caller to raise to: a fire-and-forget write is lost
             self.unsent += sum(len(b.parts) for b in self._buffers.values())
             self._buffers.clear()
-            log.warning("could not send buffered fire-and-forget writes (%d so far): %s",
-                        self.unsent, exc)  # fmt: skip
+            log.warning(
+                "could not send buffered fire-and-forget writes (%d so far): %s", self.unsent, exc
+            )

@@ -128,8 +128,17 @@ class Receipt:
 _MISSING: Any = object()
 # by member or by value (a str enum hashes as its value); an enum call costs more
 _MEMORY_TYPES: dict[str, MemoryType] = {t.value: t for t in MemoryType}
-_OPS = {Put: "put", Patch: "patch", Delete: "delete", Expire: "expire", Feedback: "feedback",
-        Touch: "touch", Forget: "forget", Archive: "archive", Restore: "restore"}
+_OPS = {
+    Put: "put",
+    Patch: "patch",
+    Delete: "delete",
+    Expire: "expire",
+    Feedback: "feedback",
+    Touch: "touch",
+    Forget: "forget",
+    Archive: "archive",
+    Restore: "restore",
+}
 
 
 class MemoryClient:
@@ -161,8 +170,7 @@ class MemoryClient:
         self._inbox = f"{naming.agent_inbox_prefix(tenant, agent)}.{uuid.uuid4().hex}"
         # The key of the dedupe ids' hash (see ``_dedupe_id``): the credential's secret,
         # so an id is the same for every process of this agent and nobody else's.
-        self._dedupe_key = hashlib.blake2b(dedupe_secret or os.urandom(32),
-                                           digest_size=32).digest()  # fmt: skip
+        self._dedupe_key = hashlib.blake2b(dedupe_secret or os.urandom(32), digest_size=32).digest()
         self._waiting: dict[str, asyncio.Future[Result]] = {}
         self._reply_sub: Any = None
         self._acks = AckCounter(nc, self._inbox)
@@ -203,8 +211,7 @@ class MemoryClient:
         settings = settings or Settings.from_env()
         if not url:
             url = settings.nats_url or _embedded_nats_url(settings)
-        credential = agent_credential(settings, tenant or "default", agent or "agent", creds,
-                                      token)  # fmt: skip
+        credential = agent_credential(settings, tenant or "default", agent or "agent", creds, token)
         tenant, agent = check_identity(credential, tenant or "", agent or "")
         tenant, agent = tenant or "default", agent or "agent"
         made: list[MemoryClient] = []
@@ -213,15 +220,31 @@ class MemoryClient:
             for client in made:
                 client._acks.forget_outstanding()
 
-        options = nats_options(settings.with_urls(url, settings.redis_url), credential,
-                               inbox_prefix=naming.agent_inbox_prefix(tenant, agent))  # fmt: skip
-        nc = await _connect_or_refused(url, name=f"zeromem-sdk-{agent}", max_reconnect_attempts=-1,
-                                       reconnect_time_wait=0.25, reconnected_cb=on_reconnect,
-                                       **options)  # fmt: skip
+        options = nats_options(
+            settings.with_urls(url, settings.redis_url),
+            credential,
+            inbox_prefix=naming.agent_inbox_prefix(tenant, agent),
+        )
+        nc = await _connect_or_refused(
+            url,
+            name=f"zeromem-sdk-{agent}",
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.25,
+            reconnected_cb=on_reconnect,
+            **options,
+        )
         secret = (credential.seed or credential.jwt).encode() if credential else b""
-        client = cls(nc, tenant=tenant, agent=agent, shards=shards or settings.shards,
-                     timeout=timeout, own_connection=True, telemetry=telemetry,
-                     batch=batch, dedupe_secret=secret)  # fmt: skip
+        client = cls(
+            nc,
+            tenant=tenant,
+            agent=agent,
+            shards=shards or settings.shards,
+            timeout=timeout,
+            own_connection=True,
+            telemetry=telemetry,
+            batch=batch,
+            dedupe_secret=secret,
+        )
         made.append(client)
         return client
 
@@ -314,10 +337,14 @@ class MemoryClient:
     ) -> Receipt:
         """Merge ``patch`` into the memory's value (JSON merge patch: ``None`` removes)."""
         return await self.send(
-            Patch(**self._envelope(key, expected_version), patch=patch,
-                  content=_fit_content(content), tags=None if tags is None else tuple(tags)),
+            Patch(
+                **self._envelope(key, expected_version),
+                patch=patch,
+                content=_fit_content(content),
+                tags=None if tags is None else tuple(tags),
+            ),
             wait,
-        )  # fmt: skip
+        )
 
     async def delete(
         self, key: str, *, expected_version: int | None = None, wait: Wait | str = Wait.NONE
@@ -335,16 +362,18 @@ class MemoryClient:
     ) -> Receipt:
         """Let the memory live ``ttl`` more seconds; ``ttl=None`` keeps it forever.
         ``refresh_on_read`` turns sliding expiry on or off (``None``: unchanged)."""
-        return await self.send(Expire(**self._envelope(key, expected_version), ttl_s=ttl,
-                                      refresh_on_read=refresh_on_read), wait)  # fmt: skip
+        return await self.send(
+            Expire(
+                **self._envelope(key, expected_version), ttl_s=ttl, refresh_on_read=refresh_on_read
+            ),
+            wait,
+        )
 
     async def feedback(
         self, key: str, kind: FeedbackKind | str, *, wait: Wait | str = Wait.NONE
     ) -> Receipt:
         """Count ``liked``, ``disliked`` or ``important`` on a memory (weighs recall)."""
-        return await self.send(
-            Feedback(**self._envelope(key, None), kind=FeedbackKind(kind)), wait
-        )
+        return await self.send(Feedback(**self._envelope(key, None), kind=FeedbackKind(kind)), wait)
 
     async def forget(
         self,
@@ -362,16 +391,18 @@ class MemoryClient:
         with its other commands; ``receipt.result.keys`` lists what was forgotten."""
         if last_seconds is not None:
             since = time.time() - last_seconds
-        return await self.send(Forget(**self._envelope(owner, None), prefix=prefix, since=since,
-                                      until=until), wait)  # fmt: skip
+        return await self.send(
+            Forget(**self._envelope(owner, None), prefix=prefix, since=since, until=until), wait
+        )
 
     async def archive(
         self, owner: str, *, older_than: float, prefix: str = "", wait: Wait | str = Wait.APPLIED
     ) -> Receipt:
         """Move the owner's memories last updated before ``older_than`` (epoch seconds)
         to the archive tier; ``receipt.result.keys`` lists them."""
-        return await self.send(Archive(**self._envelope(owner, None), older_than=older_than,
-                                       prefix=prefix), wait)  # fmt: skip
+        return await self.send(
+            Archive(**self._envelope(owner, None), older_than=older_than, prefix=prefix), wait
+        )
 
     async def restore(
         self, key: str, *, expected_version: int | None = None, wait: Wait | str = Wait.APPLIED
@@ -391,8 +422,14 @@ class MemoryClient:
         only new ones by default; after ``since_position`` (an event's ``position``) or
         from ``since_time`` to resume after a disconnect. Iterate it, or ``await
         feed.next(timeout)``; ``await feed.close()`` when done."""
-        return await ChangeFeed(self.nc, self.tenant, scope, since_position=since_position,
-                                since_time=since_time, from_start=from_start).start()  # fmt: skip
+        return await ChangeFeed(
+            self.nc,
+            self.tenant,
+            scope,
+            since_position=since_position,
+            since_time=since_time,
+            from_start=from_start,
+        ).start()
 
     async def audit(
         self, *, key: str | None = None, agent: str | None = None, since: float | None = None
@@ -428,8 +465,14 @@ class MemoryClient:
         if traced:
             # W3C trace context rides in the headers: the worker's apply joins this trace.
             propagate.inject(headers)
-        self._published.add(1, {"zeromem.tenant": command.tenant, "zeromem.agent": command.agent,
-                                "zeromem.op": _OPS[type(command)]})  # fmt: skip
+        self._published.add(
+            1,
+            {
+                "zeromem.tenant": command.tenant,
+                "zeromem.agent": command.agent,
+                "zeromem.op": _OPS[type(command)],
+            },
+        )
         batcher = self._batcher
         if batcher is not None:
             if wait is Wait.NONE and not traced:  # a traced write goes alone, with its context
@@ -467,13 +510,13 @@ class MemoryClient:
         )
         return Receipt(command.id, key, status, ack.seq, bool(ack.duplicate), result)
 
-    def route(self, tenant: str, agent: str, key: str,
-              importing: bool = False) -> tuple[str, bool]:  # fmt: skip
+    def route(self, tenant: str, agent: str, key: str, importing: bool = False) -> tuple[str, bool]:
         """(the subject a command on ``key`` goes to, whether the key names a memory)."""
         return self._route(tenant, agent, key, importing)
 
-    def _find_route(self, tenant: str, agent: str, key: str,
-                    importing: bool = False) -> tuple[str, bool]:  # fmt: skip
+    def _find_route(
+        self, tenant: str, agent: str, key: str, importing: bool = False
+    ) -> tuple[str, bool]:
         """(the command or import subject, whether the key names a memory)."""
         parsed = MemoryKey.parse(key)  # fail fast, in the agent, on a bad key
         shard = naming.shard_for(tenant, parsed.owner, self.shards)
@@ -485,8 +528,9 @@ class MemoryClient:
         hash of the command id, so another client can neither collide with it by chance
         nor publish it first to have this command dropped as a duplicate."""
         digest = hashlib.blake2b(command_id.encode(), key=self._dedupe_key, digest_size=15)
-        return naming.command_dedupe_id(self.tenant, self.agent,
-                                        base64.b32encode(digest.digest()).decode())  # fmt: skip
+        return naming.command_dedupe_id(
+            self.tenant, self.agent, base64.b32encode(digest.digest()).decode()
+        )
 
     async def _ensure_reply_subscription(self) -> None:
         if self._reply_sub is None:
@@ -505,11 +549,9 @@ class MemoryClient:
         """The memory at ``key``; ``None`` (or ``default``) when there is none. With a
         default, an unreachable query service also yields the default instead of raising.
         ``slide=False``: a look that does not push a sliding expiry out."""
+        request = GetRequest(tenant=self.tenant, reader=self.agent, key=key, slide=slide)
         try:
-            reply = await self._request(
-                "get", GetRequest(tenant=self.tenant, reader=self.agent, key=key, slide=slide),
-                GetReply,
-            )  # fmt: skip
+            reply = await self._request("get", request, GetReply)
         except ServiceUnavailableError:
             if default is _MISSING:
                 raise
@@ -525,13 +567,24 @@ class MemoryClient:
         return default if item is None else item.value
 
     async def list(
-        self, prefix: str = "", *, cursor: str = "", limit: int = 100, with_items: bool = True,
+        self,
+        prefix: str = "",
+        *,
+        cursor: str = "",
+        limit: int = 100,
+        with_items: bool = True,
         slide: bool = True,
     ) -> ListReply:
         """One page of memories whose key starts with ``prefix``; pass ``next_cursor`` on."""
-        request = ListRequest(tenant=self.tenant, reader=self.agent, prefix=prefix,
-                              cursor=cursor, limit=limit, with_items=with_items,
-                              slide=slide)  # fmt: skip
+        request = ListRequest(
+            tenant=self.tenant,
+            reader=self.agent,
+            prefix=prefix,
+            cursor=cursor,
+            limit=limit,
+            with_items=with_items,
+            slide=slide,
+        )
         return await self._request("list", request, ListReply)
 
     async def iter_list(
@@ -569,41 +622,67 @@ class MemoryClient:
         block to put in the prompt; ``reply.baseline_tokens`` is what injecting every
         memory that passed the filters would have cost. ``history_tokens``, when the agent
         reports it, is what carrying its whole history would have cost (for the metrics)."""
-        scope = RecallScope(owners=tuple(owners), prefix=prefix,
-                            types=tuple(MemoryType(t) for t in types), tags=tuple(tags),
-                            since=since, until=until)  # fmt: skip
-        request = RecallRequest(tenant=self.tenant, reader=self.agent, query=query, scope=scope,
-                                k=k, budget=budget, encoding=encoding, strategy=strategy or {},
-                                explain=explain, history_tokens=history_tokens,
-                                include_archived=include_archived)  # fmt: skip
+        scope = RecallScope(
+            owners=tuple(owners),
+            prefix=prefix,
+            types=tuple(MemoryType(t) for t in types),
+            tags=tuple(tags),
+            since=since,
+            until=until,
+        )
+        request = RecallRequest(
+            tenant=self.tenant,
+            reader=self.agent,
+            query=query,
+            scope=scope,
+            k=k,
+            budget=budget,
+            encoding=encoding,
+            strategy=strategy or {},
+            explain=explain,
+            history_tokens=history_tokens,
+            include_archived=include_archived,
+        )
         return await self._request("recall", request, RecallReply)
 
     async def owners(self, prefix: str = "", *, cursor: str = "", limit: int = 50) -> OwnersReply:
         """One page of the owners (``user:u1``) holding memories, with their live and
         archived counts, whose name starts with ``prefix``; pass ``next_cursor`` on."""
-        request = OwnersRequest(tenant=self.tenant, reader=self.agent, prefix=prefix,
-                                cursor=cursor, limit=limit)  # fmt: skip
+        request = OwnersRequest(
+            tenant=self.tenant, reader=self.agent, prefix=prefix, cursor=cursor, limit=limit
+        )
         return await self._request("owners", request, OwnersReply)
 
-    async def archived(self, owner: str, *, key: str = "", cursor: str = "",
-                       limit: int = 50) -> ArchivedReply:  # fmt: skip
+    async def archived(
+        self, owner: str, *, key: str = "", cursor: str = "", limit: int = 50
+    ) -> ArchivedReply:
         """One page of ``owner``'s archive tier (or the archived memory ``key``)."""
-        request = ArchivedRequest(tenant=self.tenant, reader=self.agent, owner=owner, key=key,
-                                  cursor=cursor, limit=limit)  # fmt: skip
+        request = ArchivedRequest(
+            tenant=self.tenant, reader=self.agent, owner=owner, key=key, cursor=cursor, limit=limit
+        )
         return await self._request("archived", request, ArchivedReply)
 
     async def stats(self, since: float = 0.0, until: float = 0.0) -> StatsReply:
         """This tenant's recall token usage per agent and minute (for ``zeromem stats``)."""
-        return await self._request("stats", StatsRequest(tenant=self.tenant, reader=self.agent,
-                                                         since=since, until=until), StatsReply)
+        return await self._request(
+            "stats",
+            StatsRequest(tenant=self.tenant, reader=self.agent, since=since, until=until),
+            StatsReply,
+        )
 
     async def search(
         self, keyword: str, *, owners: Iterable[str] = (), prefix: str = "", limit: int = 10
     ) -> list[RecalledMemory]:
         """Memories matching ``keyword`` by relevance alone (no decay, no budget to speak
         of): the tool layer's search."""
-        reply = await self.recall(keyword, owners=owners, prefix=prefix, k=limit,
-                                  budget=200_000, strategy={"name": "no_decay"})  # fmt: skip
+        reply = await self.recall(
+            keyword,
+            owners=owners,
+            prefix=prefix,
+            k=limit,
+            budget=200_000,
+            strategy={"name": "no_decay"},
+        )
         return [m for m in reply.memories if not m.via]
 
     async def _request(self, kind: str, request: Any, reply_type: type[T]) -> T:
@@ -612,8 +691,9 @@ class MemoryClient:
         if trace.get_current_span().get_span_context().is_valid:
             propagate.inject(headers)
         try:
-            msg = await self.nc.request(subject, encode(request), timeout=self.timeout,
-                                        headers=headers or None)  # fmt: skip
+            msg = await self.nc.request(
+                subject, encode(request), timeout=self.timeout, headers=headers or None
+            )
         except (NoRespondersError, NatsTimeoutError, TimeoutError):
             raise ServiceUnavailableError(kind, self.timeout) from None
         if msg.headers and naming.ERROR_HEADER in msg.headers:
@@ -661,8 +741,10 @@ async def _connect_or_refused(url: str, **options: Any) -> NatsClient:
         connecting.cancel()
         with contextlib.suppress(BaseException):
             await connecting
-        raise AuthError(f"the NATS server refused this credential ({refused.result()}): "
-                        "revoked, expired, or not issued by this deployment")  # fmt: skip
+        raise AuthError(
+            f"the NATS server refused this credential ({refused.result()}): "
+            "revoked, expired, or not issued by this deployment"
+        )
     nc = connecting.result()
     holder.append(nc)
     return nc

@@ -113,8 +113,10 @@ class ChangeFeed:
         config = ConsumerConfig(deliver_policy=DeliverPolicy.NEW)
         if self.position:
             # from the message holding that event: the rest of its events come next
-            config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                                    opt_start_seq=self.position // _SCALE)  # fmt: skip
+            config = ConsumerConfig(
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                opt_start_seq=self.position // _SCALE,
+            )
         elif self._since_time is not None:
             config = ConsumerConfig(
                 deliver_policy=DeliverPolicy.BY_START_TIME,
@@ -129,8 +131,9 @@ class ChangeFeed:
         js = self.nc.jetstream()
         name = self.nc._nuid.next().decode()  # unguessable: consumers are not listed
         config.name = name
-        config.filter_subject = naming.change_watch_subject(self.tenant, self.namespace,
-                                                            self.owner_id)  # fmt: skip
+        config.filter_subject = naming.change_watch_subject(
+            self.tenant, self.namespace, self.owner_id
+        )
         config.ack_policy = AckPolicy.NONE  # the feed keeps its own position
         config.inactive_threshold = IDLE_S
         config.mem_storage = True
@@ -144,8 +147,9 @@ class ChangeFeed:
     async def _reopen(self) -> None:
         with contextlib.suppress(Exception):
             await self._sub.unsubscribe()
-        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-                                opt_start_seq=self._stream_seq + 1)  # fmt: skip
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=self._stream_seq + 1
+        )
         await self._open(config)
 
     async def next(self, timeout: float | None = None) -> ChangeEvent:
@@ -182,9 +186,12 @@ class ChangeFeed:
             position = first + index
             if position <= self._resume_after:
                 continue
-            if (self.prefix and not (result.key + ":").startswith(self.prefix)
-                    and not result.key.startswith(self.prefix)
-                    and not any(k.startswith(self.prefix) for k in getattr(result, "keys", ()))):
+            if (
+                self.prefix
+                and not (result.key + ":").startswith(self.prefix)
+                and not result.key.startswith(self.prefix)
+                and not any(k.startswith(self.prefix) for k in getattr(result, "keys", ()))
+            ):
                 continue
             ident = f"{result.command_id}|{type(result).__name__}"
             if ident in self._seen:

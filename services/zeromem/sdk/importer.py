@@ -46,9 +46,22 @@ from zeromem.schemas import Put
 from zeromem.sdk.client import MemoryClient, Wait
 
 CHECKPOINT_LINES = 5000
-_FIELDS = frozenset({"key", "value", "content", "type", "tags", "references", "source",
-                     "confidence", "sensitive", "index_key", "created_at",
-                     "updated_at"})  # fmt: skip
+_FIELDS = frozenset(
+    {
+        "key",
+        "value",
+        "content",
+        "type",
+        "tags",
+        "references",
+        "source",
+        "confidence",
+        "sensitive",
+        "index_key",
+        "created_at",
+        "updated_at",
+    }
+)
 
 
 class ImportLineError(ValueError):
@@ -99,8 +112,9 @@ def command_of(line: bytes, number: int, tenant: str, agent: str) -> Put:
         raise ImportLineError(number, "expected a JSON object")
     unknown = sorted(set(record) - _FIELDS)
     if unknown:
-        raise ImportLineError(number, f"unknown field(s) {', '.join(unknown)}; "
-                                      f"known: {', '.join(sorted(_FIELDS))}")  # fmt: skip
+        raise ImportLineError(
+            number, f"unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(_FIELDS))}"
+        )
     if "key" not in record:
         raise ImportLineError(number, "no key")
     try:
@@ -110,9 +124,15 @@ def command_of(line: bytes, number: int, tenant: str, agent: str) -> Put:
         raise ImportLineError(number, str(exc)) from None
     at = created if created is not None else updated
     seed = b"%s\x00%d\x00%s" % (tenant.encode(), number, line)
-    fields = {**record, "created_at": created, "updated_at": updated,
-              "id": stable_command_id(int((at or 0.0) * 1000), seed), "tenant": tenant,
-              "agent": agent, "ts": at or 0.0}  # fmt: skip
+    fields = {
+        **record,
+        "created_at": created,
+        "updated_at": updated,
+        "id": stable_command_id(int((at or 0.0) * 1000), seed),
+        "tenant": tenant,
+        "agent": agent,
+        "ts": at or 0.0,
+    }
     try:
         return msgspec.convert(fields, Put)
     except (msgspec.ValidationError, ValueError) as exc:
@@ -185,8 +205,9 @@ async def import_file(
                     await client.flush()
                     state.save(number - 1, offset - len(raw))
                     raise
-                subject, _ = client.route(command.tenant, command.agent, command.key,
-                                          importing=True)
+                subject, _ = client.route(
+                    command.tenant, command.agent, command.key, importing=True
+                )
                 previous = held.get(subject)
                 if previous is not None:
                     await client.send(previous, importing=True)
@@ -205,8 +226,9 @@ async def import_file(
                 on_progress(offset, total)
     last = list(held.values())
     if wait_applied and last:
-        receipts = await asyncio.gather(*(client.send(c, Wait.APPLIED, importing=True)
-                                          for c in last))  # fmt: skip
+        receipts = await asyncio.gather(
+            *(client.send(c, Wait.APPLIED, importing=True) for c in last)
+        )
         for receipt in receipts:
             if receipt.status == "applied" or receipt.duplicate:
                 report.applied += 1
@@ -224,5 +246,11 @@ async def import_file(
     return report
 
 
-__all__ = ["CHECKPOINT_LINES", "ImportLineError", "ImportReport", "command_of", "import_file",
-           "parse_time"]  # fmt: skip
+__all__ = [
+    "CHECKPOINT_LINES",
+    "ImportLineError",
+    "ImportReport",
+    "command_of",
+    "import_file",
+    "parse_time",
+]

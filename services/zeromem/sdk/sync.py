@@ -19,8 +19,9 @@ T = TypeVar("T")
 class SyncMemoryClient:
     def __init__(self, url: str | None = None, **kwargs: Any) -> None:
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
-                                        name="zeromem-sdk")  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, daemon=True, name="zeromem-sdk"
+        )
         self._thread.start()
         self._client: MemoryClient = self._run(MemoryClient.connect(url, **kwargs))
 

@@ -16,8 +16,23 @@ from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observa
 SCOPE = "zeromem"
 
 # Buckets for latencies in seconds: sub-millisecond to tens of seconds.
-_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-                    2.5, 5.0, 10.0, 30.0)  # fmt: skip
+_LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
 _BATCH_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000)
 
 
@@ -54,60 +69,91 @@ class Telemetry:
 
         # --- the write path ---
         self.commands_published = meter.create_counter(
-            "zeromem.commands.published", unit="{command}",
-            description="Commands an agent published (SDK side)")  # fmt: skip
+            "zeromem.commands.published",
+            unit="{command}",
+            description="Commands an agent published (SDK side)",
+        )
         self.commands = meter.create_counter(
-            "zeromem.commands", unit="{command}",
+            "zeromem.commands",
+            unit="{command}",
             description="Commands handled by the workers, by op and outcome "
-            "(applied, conflict, rejected, duplicate, dead_letter)")  # fmt: skip
+            "(applied, conflict, rejected, duplicate, dead_letter)",
+        )
         self.write_llm_tokens = meter.create_counter(
-            "zeromem.write.llm_tokens", unit="{token}",
+            "zeromem.write.llm_tokens",
+            unit="{token}",
             description="LLM tokens spent on writing memory: zero by construction, "
-            "reported so the zero is visible next to the recall figures")  # fmt: skip
+            "reported so the zero is visible next to the recall figures",
+        )
         self.apply_duration = meter.create_histogram(
-            "zeromem.command.apply.duration", unit="s",
+            "zeromem.command.apply.duration",
+            unit="s",
             description="From the agent's publish to the worker's apply, once per command "
             "message (a batch message's commands were published together)",
-            explicit_bucket_boundaries_advisory=_LATENCY_BUCKETS)  # fmt: skip
+            explicit_bucket_boundaries_advisory=_LATENCY_BUCKETS,
+        )
         self.batch_size = meter.create_histogram(
-            "zeromem.worker.batch.size", unit="{command}",
+            "zeromem.worker.batch.size",
+            unit="{command}",
             description="Commands per batch a worker applied in one round trip",
-            explicit_bucket_boundaries_advisory=_BATCH_BUCKETS)  # fmt: skip
+            explicit_bucket_boundaries_advisory=_BATCH_BUCKETS,
+        )
         meter.create_observable_gauge(
-            "zeromem.shard.pending", callbacks=[self._observe_lag], unit="{command}",
-            description="Commands waiting in a shard's consumer (lag)")  # fmt: skip
+            "zeromem.shard.pending",
+            callbacks=[self._observe_lag],
+            unit="{command}",
+            description="Commands waiting in a shard's consumer (lag)",
+        )
 
         # --- memories ---
         self.memories_stored = meter.create_up_down_counter(
-            "zeromem.memories.stored", unit="{memory}",
-            description="Live memories created minus removed")  # fmt: skip
+            "zeromem.memories.stored",
+            unit="{memory}",
+            description="Live memories created minus removed",
+        )
         self.memories_expired = meter.create_counter(
-            "zeromem.memories.expired", unit="{memory}",
-            description="Memories removed because their time to live passed")  # fmt: skip
+            "zeromem.memories.expired",
+            unit="{memory}",
+            description="Memories removed because their time to live passed",
+        )
         self.memories_archived = meter.create_counter(
-            "zeromem.memories.archived", unit="{memory}",
-            description="Memories moved to the archive tier")  # fmt: skip
+            "zeromem.memories.archived",
+            unit="{memory}",
+            description="Memories moved to the archive tier",
+        )
 
         # --- recall: the token savings ---
         self.recalls = meter.create_counter(
-            "zeromem.recall.requests", unit="{request}", description="Recalls answered")
+            "zeromem.recall.requests", unit="{request}", description="Recalls answered"
+        )
         self.tokens_injected = meter.create_counter(
-            "zeromem.recall.tokens.injected", unit="{token}",
-            description="Tokens of the context blocks recall returned")  # fmt: skip
+            "zeromem.recall.tokens.injected",
+            unit="{token}",
+            description="Tokens of the context blocks recall returned",
+        )
         self.tokens_baseline = meter.create_counter(
-            "zeromem.recall.tokens.baseline", unit="{token}",
+            "zeromem.recall.tokens.baseline",
+            unit="{token}",
             description="Tokens of every memory that passed the filters: "
-            "what injecting everything would have cost")  # fmt: skip
+            "what injecting everything would have cost",
+        )
         self.tokens_saved = meter.create_counter(
-            "zeromem.recall.tokens.saved", unit="{token}",
-            description="Baseline tokens minus injected tokens")  # fmt: skip
+            "zeromem.recall.tokens.saved",
+            unit="{token}",
+            description="Baseline tokens minus injected tokens",
+        )
         self.history_tokens = meter.create_counter(
-            "zeromem.agent.history.tokens", unit="{token}",
+            "zeromem.agent.history.tokens",
+            unit="{token}",
             description="Tokens of an agent's full conversation history, as the agent "
-            "reports them: what carrying the history would have cost")  # fmt: skip
+            "reports them: what carrying the history would have cost",
+        )
         self.recall_duration = meter.create_histogram(
-            "zeromem.recall.duration", unit="s", description="Recall service time",
-            explicit_bucket_boundaries_advisory=_LATENCY_BUCKETS)  # fmt: skip
+            "zeromem.recall.duration",
+            unit="s",
+            description="Recall service time",
+            explicit_bucket_boundaries_advisory=_LATENCY_BUCKETS,
+        )
 
     # --- helpers the services call -------------------------------------------------------
 
@@ -156,5 +202,3 @@ class Telemetry:
         self.tokens_baseline.add(baseline, attrs)
         self.tokens_saved.add(max(0, baseline - injected), attrs)
         self.recall_duration.record(seconds, attrs)
-
-

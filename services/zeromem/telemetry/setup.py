@@ -34,18 +34,23 @@ class TelemetryConfig:
 
     @property
     def otlp_metrics(self) -> bool:
-        return bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-                    or os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"))  # fmt: skip
+        return bool(
+            os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            or os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+        )
 
     @property
     def otlp_traces(self) -> bool:
-        return bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-                    or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))  # fmt: skip
+        return bool(
+            os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        )
 
 
 def configure_telemetry(config: TelemetryConfig) -> Telemetry:
-    resource = Resource.create({"service.name": f"zeromem-{config.service}",
-                                "service.namespace": "zeromem"})  # fmt: skip
+    resource = Resource.create(
+        {"service.name": f"zeromem-{config.service}", "service.namespace": "zeromem"}
+    )
     readers: list[MetricReader] = []
     if config.metrics_port:
         try:

@@ -15,13 +15,19 @@ DEFAULT_ENCODING = "cl100k_base"
 
 
 def analyse(item: MemoryItem) -> Analysis:
-    return _analyse(item.content, MemoryKey.parse(item.key).name, item.tags,
-                    source_text(item.value), item.index_key)  # fmt: skip
+    return _analyse(
+        item.content,
+        MemoryKey.parse(item.key).name,
+        item.tags,
+        source_text(item.value),
+        item.index_key,
+    )
 
 
 @lru_cache(maxsize=1 << 14)
-def _analyse(content: str, name: str | None, tags: tuple[str, ...], text: str,
-             index_name: bool) -> Analysis:  # fmt: skip
+def _analyse(
+    content: str, name: str | None, tags: tuple[str, ...], text: str, index_name: bool
+) -> Analysis:
     # Cached because an overwrite analyses the old version too, which this worker most
     # likely analysed when it wrote it. Analysis is a pure function of these.
     terms = index_terms(content, name, tags, text=text, index_name=index_name)
@@ -31,5 +37,9 @@ def _analyse(content: str, name: str | None, tags: tuple[str, ...], text: str,
 
 
 def default_engine(max_clock_skew_s: float = DEFAULT_MAX_CLOCK_SKEW_S) -> Engine:
-    return Engine(analyse=analyse, derive_content=encode_value, encoding=DEFAULT_ENCODING,
-                  max_clock_skew_s=max_clock_skew_s)  # fmt: skip
+    return Engine(
+        analyse=analyse,
+        derive_content=encode_value,
+        encoding=DEFAULT_ENCODING,
+        max_clock_skew_s=max_clock_skew_s,
+    )

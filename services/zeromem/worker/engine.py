@@ -117,8 +117,13 @@ DEFAULT_MAX_CLOCK_SKEW_S = 300.0
 
 
 class Engine:
-    def __init__(self, analyse: Analyser, derive_content: ContentDeriver, encoding: str,
-                 max_clock_skew_s: float = DEFAULT_MAX_CLOCK_SKEW_S) -> None:  # fmt: skip
+    def __init__(
+        self,
+        analyse: Analyser,
+        derive_content: ContentDeriver,
+        encoding: str,
+        max_clock_skew_s: float = DEFAULT_MAX_CLOCK_SKEW_S,
+    ) -> None:
         self.analyse = analyse
         self.derive_content = derive_content
         self.token_field = f"tk:{encoding}"
@@ -130,9 +135,17 @@ class Engine:
     def warm_up(self) -> None:
         """Run the analyser once, so what it loads lazily (the tokenizer's vocabulary takes
         a few hundred milliseconds) is loaded at start rather than on the first command."""
-        self.analyse(MemoryItem(key="zeromem:warm:up", value=None, content="warm up",
-                                type=MemoryType.FACT, created_at=0.0, updated_at=0.0,
-                                version=0))  # fmt: skip
+        self.analyse(
+            MemoryItem(
+                key="zeromem:warm:up",
+                value=None,
+                content="warm up",
+                type=MemoryType.FACT,
+                created_at=0.0,
+                updated_at=0.0,
+                version=0,
+            )
+        )
 
     def resolve_key(self, command: Command) -> str:
         """A key with no name appends a new memory named after the command id (time-ordered
@@ -147,16 +160,22 @@ class Engine:
         parsed = MemoryKey.parse(key)
         return key if parsed.name else f"{key}:{command.id}"
 
-    def decide(self, command: Command, key: str, state: KeyState, now: float,
-               importing: bool = False) -> Outcome:  # fmt: skip
+    def decide(
+        self, command: Command, key: str, state: KeyState, now: float, importing: bool = False
+    ) -> Outcome:
         """Decide ``command`` against ``state`` and advance ``state`` to what follows.
         ``importing``: it came on the import subject, where a put may be backdated."""
         stored = state.item
         expired = stored is not None and stored.expires_at is not None and stored.expires_at <= now
         live = None if expired else stored  # as KeyState.live, without the call
         # Every path below sets the result; none is built that would be thrown away.
-        base = Outcome(command, key, None, base_version=state.version,  # type: ignore[arg-type]
-                       base_command=state.last_command)  # fmt: skip
+        base = Outcome(
+            command,
+            key,
+            None,
+            base_version=state.version,  # type: ignore[arg-type]
+            base_command=state.last_command,
+        )
         if isinstance(command, Feedback):
             return self._feedback(command, key, state, live, now, base)
         if isinstance(command, Touch):
@@ -167,10 +186,15 @@ class Engine:
             current = state.version if live is not None else 0
             if current != expected:
                 base.result = Conflict(
-                    command_id=command.id, tenant=command.tenant, key=key, op=_op(command),
-                    agent=command.agent, applied_at=now,
-                    expected_version=expected, current_version=current,
-                )  # fmt: skip
+                    command_id=command.id,
+                    tenant=command.tenant,
+                    key=key,
+                    op=_op(command),
+                    agent=command.agent,
+                    applied_at=now,
+                    expected_version=expected,
+                    current_version=current,
+                )
                 return base
 
         # A memory whose time has passed counts as reaped whether or not the reaper got to
@@ -201,8 +225,12 @@ class Engine:
                     agent=command.agent,
                     expires_at=None if command.ttl_s is None else now + command.ttl_s,
                     ttl_s=command.ttl_s,
-                    refresh_on_read=(live.refresh_on_read if command.refresh_on_read is None
-                                     else command.refresh_on_read) and command.ttl_s is not None,
+                    refresh_on_read=(
+                        live.refresh_on_read
+                        if command.refresh_on_read is None
+                        else command.refresh_on_read
+                    )
+                    and command.ttl_s is not None,
                 )
             )
         elif isinstance(command, Delete):
@@ -231,10 +259,16 @@ class Engine:
             base.ops += self._unarchive_ops(command.tenant, key)
             state.archived = False
         base.result = Applied(
-            command_id=command.id, tenant=command.tenant, key=key, op=_op(command),
-            agent=command.agent, applied_at=now, version=new.version,
-            previous_version=state.version if live is not None else 0, item=item,
-        )  # fmt: skip
+            command_id=command.id,
+            tenant=command.tenant,
+            key=key,
+            op=_op(command),
+            agent=command.agent,
+            applied_at=now,
+            version=new.version,
+            previous_version=state.version if live is not None else 0,
+            item=item,
+        )
         state.version, state.item, state.last_command = new.version, new, command.id
         return base
 
@@ -250,26 +284,33 @@ class Engine:
             if at is None:
                 continue
             if at > now + skew:
-                return (f"clock_skew: {name} is {at - now:.0f} s after the time the command "
-                        f"was stored; at most max_clock_skew_s={skew:g}")
+                return (
+                    f"clock_skew: {name} is {at - now:.0f} s after the time the command "
+                    f"was stored; at most max_clock_skew_s={skew:g}"
+                )
             if at < now - skew and not importing:
-                return (f"clock_skew: {name} is {now - at:.0f} s before the time the command "
-                        f"was stored; at most max_clock_skew_s={skew:g} on an agent's command "
-                        "subject (older times come through the import subject: zeromem import)")
+                return (
+                    f"clock_skew: {name} is {now - at:.0f} s before the time the command "
+                    f"was stored; at most max_clock_skew_s={skew:g} on an agent's command "
+                    "subject (older times come through the import subject: zeromem import)"
+                )
         return ""
 
     def _put_item(
         self, command: Put, key: str, live: MemoryItem | None, version: int, now: float
     ) -> MemoryItem:
-        content = command.content if command.content is not None else self.derive_content(
-            command.value
+        content = (
+            command.content if command.content is not None else self.derive_content(command.value)
         )
         # The put's own times when it carries them (checked by _time_refusal), else now.
         updated = command.updated_at if command.updated_at is not None else command.created_at
         created = command.created_at
         if created is None:
-            created = live.created_at if live is not None else (now if updated is None
-                                                                else min(now, updated))
+            created = (
+                live.created_at
+                if live is not None
+                else (now if updated is None else min(now, updated))
+            )
         return MemoryItem(
             key=key,
             value=command.value,
@@ -320,10 +361,20 @@ class Engine:
         # tombstone whenever it runs (a rebuild from the log reproduces it byte for byte).
         at = item.expires_at
         digest = hashlib.blake2b(f"{tenant}\x00{key}".encode(), digest_size=12).hexdigest()
-        command = Delete(id=f"exp-{state.version + 1}-{digest}", tenant=tenant,
-                         agent=REAPER_AGENT, ts=at, key=key)  # fmt: skip
-        base = Outcome(command=command, key=key, result=self._rejected(command, key, at, ""),
-                       base_version=state.version, base_command=state.last_command)  # fmt: skip
+        command = Delete(
+            id=f"exp-{state.version + 1}-{digest}",
+            tenant=tenant,
+            agent=REAPER_AGENT,
+            ts=at,
+            key=key,
+        )
+        base = Outcome(
+            command=command,
+            key=key,
+            result=self._rejected(command, key, at, ""),
+            base_version=state.version,
+            base_command=state.last_command,
+        )
         return self._tombstone(command, key, state, at, base, "expired")
 
     def _tombstone(
@@ -334,10 +385,15 @@ class Engine:
         base.new_version = state.version + 1
         base.ops = self._delete_ops(command.tenant, key, state.item)
         base.result = Applied(
-            command_id=command.id, tenant=command.tenant, key=key, op=op,
-            agent=command.agent, applied_at=now, version=base.new_version,
+            command_id=command.id,
+            tenant=command.tenant,
+            key=key,
+            op=op,
+            agent=command.agent,
+            applied_at=now,
+            version=base.new_version,
             previous_version=state.version,
-        )  # fmt: skip
+        )
         state.version, state.item, state.last_command = base.new_version, None, command.id
         state.feedback = FeedbackCounts()
         return base
@@ -365,24 +421,39 @@ class Engine:
         base.guarded = False
         base.feedback_field = FEEDBACK_FIELDS[kind]
         base.result = Applied(
-            command_id=command.id, tenant=command.tenant, key=key, op="feedback",
-            agent=command.agent, applied_at=now, version=state.version,
+            command_id=command.id,
+            tenant=command.tenant,
+            key=key,
+            op="feedback",
+            agent=command.agent,
+            applied_at=now,
+            version=state.version,
             previous_version=state.version,
-        )  # fmt: skip
+        )
         return base
 
     def _touch(
-        self, command: Touch, key: str, state: KeyState, live: MemoryItem | None,
-        now: float, base: Outcome,
-    ) -> Outcome:  # fmt: skip
+        self,
+        command: Touch,
+        key: str,
+        state: KeyState,
+        live: MemoryItem | None,
+        now: float,
+        base: Outcome,
+    ) -> Outcome:
         if live is None:
             base.result = self._rejected(command, key, now, "not_found: no memory at this key")
             return base
         base.result = Applied(
-            command_id=command.id, tenant=command.tenant, key=key, op="touch",
-            agent=command.agent, applied_at=now, version=state.version,
+            command_id=command.id,
+            tenant=command.tenant,
+            key=key,
+            op="touch",
+            agent=command.agent,
+            applied_at=now,
+            version=state.version,
             previous_version=state.version,
-        )  # fmt: skip
+        )
         ttl = live.ttl_s
         if not live.refresh_on_read or ttl is None:
             return base  # nothing slides: recorded, nothing changed
@@ -396,29 +467,42 @@ class Engine:
         base.item = item
         base.content_changed = False
         base.clears_expiry = False
-        base.ops = [(ZADD, keys.expiring(), expires_at, key),
-                    (SADD, naming.EXPIRING_TENANTS_KEY, command.tenant, ""),
-                    *_card_ops(keys.item(key), item, command.id)]  # fmt: skip
+        base.ops = [
+            (ZADD, keys.expiring(), expires_at, key),
+            (SADD, naming.EXPIRING_TENANTS_KEY, command.tenant, ""),
+            *_card_ops(keys.item(key), item, command.id),
+        ]
         state.item, state.last_command = item, command.id
         return base
 
     def _restore(
-        self, command: Restore, key: str, state: KeyState, live: MemoryItem | None,
-        now: float, base: Outcome,
-    ) -> Outcome:  # fmt: skip
+        self,
+        command: Restore,
+        key: str,
+        state: KeyState,
+        live: MemoryItem | None,
+        now: float,
+        base: Outcome,
+    ) -> Outcome:
         archived = state.archived_item if state.archived else None
         if live is not None:
             base.result = self._rejected(command, key, now, "exists: a live memory is at this key")
             return base
         if archived is None:
-            base.result = self._rejected(command, key, now,
-                                         "not_found: no archived memory at this key")  # fmt: skip
+            base.result = self._rejected(
+                command, key, now, "not_found: no archived memory at this key"
+            )
             return base
         version = max(state.version, archived.version) + 1
         feedback = archived.feedback
-        new = msgspec.structs.replace(archived, version=version, updated_at=now,
-                                      archived_at=None, agent=command.agent,
-                                      feedback=FeedbackCounts())  # fmt: skip
+        new = msgspec.structs.replace(
+            archived,
+            version=version,
+            updated_at=now,
+            archived_at=None,
+            agent=command.agent,
+            feedback=FeedbackCounts(),
+        )
         item_key = redis_keys(command.tenant).item(key)
         base.action = WRITE
         base.new_version = version
@@ -432,10 +516,16 @@ class Engine:
             if count:
                 base.ops.append((HSET, item_key, field_, count))
         base.result = Applied(
-            command_id=command.id, tenant=command.tenant, key=key, op="restore",
-            agent=command.agent, applied_at=now, version=version, previous_version=0,
+            command_id=command.id,
+            tenant=command.tenant,
+            key=key,
+            op="restore",
+            agent=command.agent,
+            applied_at=now,
+            version=version,
+            previous_version=0,
             item=base.item,
-        )  # fmt: skip
+        )
         state.version, state.item, state.last_command = version, new, command.id
         state.feedback, state.archived, state.archived_item = feedback, False, None
         return base
@@ -461,13 +551,18 @@ class Engine:
         op = _op(command)
         summary = Outcome(command, owner, None, guarded=False)  # type: ignore[arg-type]
         if owner.count(":") != 1:
-            summary.result = self._rejected(command, owner, now, "invalid: the key of a "
-                                            f"{op} names an owner (namespace:owner_id)")
+            summary.result = self._rejected(
+                command,
+                owner,
+                now,
+                f"invalid: the key of a {op} names an owner (namespace:owner_id)",
+            )
             return [summary]
         prefix = command.prefix
         if prefix and not (prefix + ":").startswith(owner + ":"):
-            summary.result = self._rejected(command, owner, now,
-                                            f"invalid: prefix {prefix!r} is outside {owner!r}")
+            summary.result = self._rejected(
+                command, owner, now, f"invalid: prefix {prefix!r} is outside {owner!r}"
+            )
             return [summary]
         tenant = command.tenant
         keys = redis_keys(tenant)
@@ -478,8 +573,14 @@ class Engine:
                 item = state.item
                 if item is None or not _matches(command, key, item.updated_at):
                     continue
-                part = Outcome(command, key, None, base_version=state.version,  # type: ignore[arg-type]
-                               base_command=state.last_command, record=False)  # fmt: skip
+                part = Outcome(
+                    command,
+                    key,
+                    None,
+                    base_version=state.version,  # type: ignore[arg-type]
+                    base_command=state.last_command,
+                    record=False,
+                )
                 outcomes.append(self._tombstone(command, key, state, now, part, "forget"))  # type: ignore[arg-type]
             for key in sorted(archived):
                 if key in states and states[key].item is not None:
@@ -488,10 +589,17 @@ class Engine:
                 if not _matches(command, key, item.updated_at):
                     continue
                 state = states.get(key) or KeyState(version=item.version + 1)
-                part = Outcome(command, key, None, base_version=state.version,  # type: ignore[arg-type]
-                               base_command=state.last_command, record=False,
-                               action=TOMBSTONE, new_version=state.version + 1,
-                               ops=[(HDEL, keys.archive(owner), key, "")])  # fmt: skip
+                part = Outcome(
+                    command,
+                    key,
+                    None,
+                    base_version=state.version,  # type: ignore[arg-type]
+                    base_command=state.last_command,
+                    record=False,
+                    action=TOMBSTONE,
+                    new_version=state.version + 1,
+                    ops=[(HDEL, keys.archive(owner), key, "")],
+                )
                 outcomes.append(part)
         else:
             for key in sorted(states):
@@ -503,17 +611,29 @@ class Engine:
                     or live.updated_at >= command.older_than
                 ):
                     continue
-                part = Outcome(command, key, None, base_version=state.version,  # type: ignore[arg-type]
-                               base_command=state.last_command, record=False,
-                               action=ARCHIVE, new_version=state.version + 1)  # fmt: skip
+                part = Outcome(
+                    command,
+                    key,
+                    None,
+                    base_version=state.version,  # type: ignore[arg-type]
+                    base_command=state.last_command,
+                    record=False,
+                    action=ARCHIVE,
+                    new_version=state.version + 1,
+                )
                 record = msgspec.structs.replace(live, archived_at=now, feedback=state.feedback)
                 part.ops = self._delete_ops(tenant, key, live)
                 part.ops.append((HSET, keys.archive(owner), key, _ENCODE(record)))
                 outcomes.append(part)
         summary.result = Applied(
-            command_id=command.id, tenant=tenant, key=owner, op=op, agent=command.agent,
-            applied_at=now, keys=tuple(part.key for part in outcomes),
-        )  # fmt: skip
+            command_id=command.id,
+            tenant=tenant,
+            key=owner,
+            op=op,
+            agent=command.agent,
+            applied_at=now,
+            keys=tuple(part.key for part in outcomes),
+        )
         for part in outcomes:
             part.result = summary.result  # never recorded on its own (record=False)
         return [*outcomes, summary]
@@ -521,9 +641,14 @@ class Engine:
     @staticmethod
     def _rejected(command: Command, key: str, now: float, reason: str) -> Rejected:
         return Rejected(
-            command_id=command.id, tenant=command.tenant, key=key, op=_op(command),
-            agent=command.agent, applied_at=now, reason=reason,
-        )  # fmt: skip
+            command_id=command.id,
+            tenant=command.tenant,
+            key=key,
+            op=_op(command),
+            agent=command.agent,
+            applied_at=now,
+            reason=reason,
+        )
 
     # --- index maintenance ---------------------------------------------------------------
     #
@@ -553,13 +678,22 @@ class Engine:
 
     def _stats(self, item: MemoryItem, doc: Analysis, sign: int) -> dict[str, int]:
         type_ = item.type.value
-        return {"n": sign, f"n:{type_}": sign, "len": sign * doc.length,
-                "tok": sign * doc.tokens, f"tok:{type_}": sign * doc.tokens}  # fmt: skip
+        return {
+            "n": sign,
+            f"n:{type_}": sign,
+            "len": sign * doc.length,
+            "tok": sign * doc.tokens,
+            f"tok:{type_}": sign * doc.tokens,
+        }
 
     def _write_ops(
-        self, tenant: str, key: str, old: MemoryItem | None, new: MemoryItem,
+        self,
+        tenant: str,
+        key: str,
+        old: MemoryItem | None,
+        new: MemoryItem,
         command_id: str = "",
-    ) -> list[IndexOp]:  # fmt: skip
+    ) -> list[IndexOp]:
         if old is not None and _same_index_shape(old, new):
             # The common rewrite (a status, a counter): only the memory's time moves. The
             # recall card is left as it was: it names an older command, so recall knows
@@ -630,15 +764,20 @@ def _same_index_shape(old: MemoryItem, new: MemoryItem) -> bool:
 
 def _card_ops(item_key: str, item: MemoryItem, command_id: str) -> list[IndexOp]:
     # Feedback is not on the card (it has its own fields), so a copy without it is the same.
-    return [(HSET, item_key, CARD_FIELD, encode_card(item)),
-            (HSET, item_key, CARD_COMMAND_FIELD, command_id)]  # fmt: skip
+    return [
+        (HSET, item_key, CARD_FIELD, encode_card(item)),
+        (HSET, item_key, CARD_COMMAND_FIELD, command_id),
+    ]
 
 
 def _removals(
     old: dict[tuple[str, str], Any], new: dict[tuple[str, str], Any], key: str
 ) -> list[IndexOp]:
-    return [(ZREM if kind == "z" else SREM, rkey, key, "")
-            for (rkey, kind) in old if (rkey, kind) not in new]  # fmt: skip
+    return [
+        (ZREM if kind == "z" else SREM, rkey, key, "")
+        for (rkey, kind) in old
+        if (rkey, kind) not in new
+    ]
 
 
 def posting_score(tf: int, created_at: float) -> float:

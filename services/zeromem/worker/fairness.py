@@ -57,8 +57,7 @@ class ShardWindow:
     def __len__(self) -> int:
         return len(self.held)
 
-    def add(self, msg: Msg, sequence: int, tenant: str, commands: int,
-            done: bool = False) -> bool:  # fmt: skip
+    def add(self, msg: Msg, sequence: int, tenant: str, commands: int, done: bool = False) -> bool:
         """Hold a fetched message (``done``: already dealt with, held only until the done
         prefix reaches it); False for a redelivery of one already held or done."""
         if sequence <= self.newest:

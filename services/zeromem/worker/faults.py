@@ -55,13 +55,30 @@ def describe(exc: BaseException, limit: int = 300) -> str:
 
 # Redis replies that mean "not now" rather than "not this": the server is loading, out of
 # memory, read-only (a replica, or a failover), busy with a script, or its cluster is down.
-_REDIS_NOT_NOW = ("LOADING", "OOM", "READONLY", "BUSY", "MISCONF", "MASTERDOWN", "CLUSTERDOWN",
-                  "TRYAGAIN", "NOREPLICAS")  # fmt: skip
-_REDIS_OUTAGES = (redis_errors.ConnectionError, redis_errors.TimeoutError,
-                  redis_errors.ReadOnlyError, redis_errors.OutOfMemoryError,
-                  redis_errors.ClusterDownError, redis_errors.TryAgainError)  # fmt: skip
-_NATS_MESSAGE_FAULTS = (nats.errors.MaxPayloadError, nats.errors.BadHeaderError,
-                        nats.errors.BadSubjectError)  # fmt: skip
+_REDIS_NOT_NOW = (
+    "LOADING",
+    "OOM",
+    "READONLY",
+    "BUSY",
+    "MISCONF",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+    "NOREPLICAS",
+)
+_REDIS_OUTAGES = (
+    redis_errors.ConnectionError,
+    redis_errors.TimeoutError,
+    redis_errors.ReadOnlyError,
+    redis_errors.OutOfMemoryError,
+    redis_errors.ClusterDownError,
+    redis_errors.TryAgainError,
+)
+_NATS_MESSAGE_FAULTS = (
+    nats.errors.MaxPayloadError,
+    nats.errors.BadHeaderError,
+    nats.errors.BadSubjectError,
+)
 
 
 def classify(exc: BaseException) -> Fault:

@@ -47,16 +47,24 @@ def _shard_of_key(tenant: str, key: str, shards: int) -> int:
 
 
 def admit(
-    subject_tenant: str, data: bytes, *, shard: int, shards: int, limits: Limits,
+    subject_tenant: str,
+    data: bytes,
+    *,
+    shard: int,
+    shards: int,
+    limits: Limits,
     subject_agent: str | None = None,
-) -> Command | Invalid:  # fmt: skip
+) -> Command | Invalid:
     """``data`` as a command, or why not. ``subject_tenant`` and ``subject_agent``: the
     tenant and agent named by the subject it came on (``naming.parse_command_subject``);
     the server lets a credential publish only on its own, so the payload must agree."""
     value_bytes = limits.value_bytes
     if len(data) > value_bytes + ENVELOPE_ALLOWANCE:
-        return Invalid(refusal("value_bytes", f"message is {len(data)} bytes, limit "
-                                              f"{value_bytes} for the value"))  # fmt: skip
+        return Invalid(
+            refusal(
+                "value_bytes", f"message is {len(data)} bytes, limit {value_bytes} for the value"
+            )
+        )
     try:
         command = decode_command(data)
     except DecodeError as exc:
@@ -64,11 +72,14 @@ def admit(
     except RecursionError:
         return Invalid(refusal("nesting_depth", "value nested too deeply to decode"))
     if command.tenant != subject_tenant:
-        return Invalid(f"tenant_mismatch: payload tenant {command.tenant!r} on subject of "
-                       f"tenant {subject_tenant!r}")
+        return Invalid(
+            f"tenant_mismatch: payload tenant {command.tenant!r} on subject of "
+            f"tenant {subject_tenant!r}"
+        )
     if subject_agent is not None and command.agent != subject_agent:
-        return Invalid(f"agent_mismatch: payload agent {command.agent!r} on subject of "
-                       f"agent {subject_agent!r}")
+        return Invalid(
+            f"agent_mismatch: payload agent {command.agent!r} on subject of agent {subject_agent!r}"
+        )
     expected_shard = _shard_of_key(command.tenant, command.key, shards)
     if expected_shard != shard:
         return Invalid(
@@ -85,27 +96,36 @@ def _envelope_refusal(command: Command, limits: Limits) -> str | None:
     if reason is not None:
         return reason
     if len(command.key) > limits.key_chars:
-        return refusal("key_chars", f"key is {len(command.key)} characters, "
-                                    f"limit {limits.key_chars}")  # fmt: skip
+        return refusal(
+            "key_chars", f"key is {len(command.key)} characters, limit {limits.key_chars}"
+        )
     kind = type(command)
     if kind is Put:
-        return finite_refusal("ts, ttl_s, created_at or updated_at", command.ts, command.ttl_s,  # type: ignore[union-attr]
-                              command.created_at, command.updated_at)  # type: ignore[union-attr]  # fmt: skip
+        return finite_refusal(
+            "ts, ttl_s, created_at or updated_at",
+            command.ts,
+            command.ttl_s,  # type: ignore[union-attr]
+            command.created_at,
+            command.updated_at,
+        )  # type: ignore[union-attr]
     if kind is Expire:
         return finite_refusal("ts or ttl_s", command.ts, command.ttl_s)  # type: ignore[union-attr]
     if kind is Forget:
-        return (finite_refusal("ts, since or until", command.ts, command.since, command.until)  # type: ignore[union-attr]
-                or _prefix_refusal(command.prefix, limits))  # type: ignore[union-attr]  # fmt: skip
+        return (
+            finite_refusal("ts, since or until", command.ts, command.since, command.until)  # type: ignore[union-attr]
+            or _prefix_refusal(command.prefix, limits)
+        )  # type: ignore[union-attr]
     if kind is Archive:
-        return (finite_refusal("ts or older_than", command.ts, command.older_than)  # type: ignore[union-attr]
-                or _prefix_refusal(command.prefix, limits))  # type: ignore[union-attr]  # fmt: skip
+        return (
+            finite_refusal("ts or older_than", command.ts, command.older_than)  # type: ignore[union-attr]
+            or _prefix_refusal(command.prefix, limits)
+        )  # type: ignore[union-attr]
     return finite_refusal("ts", command.ts)
 
 
 def _prefix_refusal(prefix: str, limits: Limits) -> str | None:
     if len(prefix) > limits.key_chars:
-        return refusal("key_chars", f"prefix is {len(prefix)} characters, "
-                                    f"limit {limits.key_chars}")  # fmt: skip
+        return refusal("key_chars", f"prefix is {len(prefix)} characters, limit {limits.key_chars}")
     return None
 
 
@@ -127,21 +147,22 @@ def _body_refusal(command: Command, data: bytes, limits: Limits) -> str | None:
             return refusal("value_bytes", f"{where} is {size} bytes, limit {limits.value_bytes}")
     content = command.content  # type: ignore[union-attr]
     if content is not None and len(content) > limits.content_chars:
-        return refusal("content_chars", f"content is {len(content)} characters, "
-                                        f"limit {limits.content_chars}")  # fmt: skip
+        return refusal(
+            "content_chars", f"content is {len(content)} characters, limit {limits.content_chars}"
+        )
     tags = command.tags  # type: ignore[union-attr]
     if tags:
         if len(tags) > limits.tags:
             return refusal("tags", f"{len(tags)} tags, limit {limits.tags}")
         longest = max(len(tag) for tag in tags)
         if longest > limits.tag_chars:
-            return refusal("tag_chars", f"a tag of {longest} characters, "
-                                        f"limit {limits.tag_chars}")  # fmt: skip
+            return refusal("tag_chars", f"a tag of {longest} characters, limit {limits.tag_chars}")
     references = command.references  # type: ignore[union-attr]
     if references and len(references) > limits.references:
         return refusal("references", f"{len(references)} references, limit {limits.references}")
     source = getattr(command, "source", None)
     if source is not None and len(source) > limits.source_chars:
-        return refusal("source_chars", f"source is {len(source)} characters, "
-                                       f"limit {limits.source_chars}")  # fmt: skip
+        return refusal(
+            "source_chars", f"source is {len(source)} characters, limit {limits.source_chars}"
+        )
     return None

@@ -219,8 +219,9 @@ class WorkerService:
         self._tenures = 0  # leases taken so far: names each tenure's consumer
         # What one message this worker publishes may carry: the broker's limit (1 MiB by
         # default), less room for headers and the envelope.
-        self._payload_limit = max(64 * 1024,
-                                  (getattr(nc, "max_payload", 0) or 1024 * 1024) - 64 * 1024)
+        self._payload_limit = max(
+            64 * 1024, (getattr(nc, "max_payload", 0) or 1024 * 1024) - 64 * 1024
+        )
         self._consumers: dict[int, str] = {}  # per owned shard, the consumer it reads
         self.limits = settings.limits
         # Everything a worker publishes fits in one message by construction: a result or
@@ -228,7 +229,8 @@ class WorkerService:
         if self.limits.value_bytes + ENVELOPE_ALLOWANCE > self._payload_limit:
             raise ValueError(
                 f"limit value_bytes ({self.limits.value_bytes}) leaves no room in the broker's "
-                f"payload limit ({self._payload_limit} bytes for a worker's messages)")
+                f"payload limit ({self._payload_limit} bytes for a worker's messages)"
+            )
         self._log = BoundedLog(log, self.limits.log_interval_s)
         # Commands per second of each tenant on each shard (0: no quota).
         self._command_quota = RateQuota(self.limits.tenant_commands_per_s)
@@ -265,8 +267,11 @@ class WorkerService:
         if tasks:
             _, stuck = await asyncio.wait(tasks, timeout=self.limits.stop_grace_s)
             if stuck:
-                log.warning("stopping: %d task(s) did not finish within %.1fs; leaving them",
-                            len(stuck), self.limits.stop_grace_s)  # fmt: skip
+                log.warning(
+                    "stopping: %d task(s) did not finish within %.1fs; leaving them",
+                    len(stuck),
+                    self.limits.stop_grace_s,
+                )
 
     async def wait_owned(self, timeout: float = 10.0) -> None:
         """Until every shard's lease is held (tests and ``up`` wait on this)."""
@@ -368,8 +373,14 @@ class WorkerService:
                 room = limits.shard_window - window.commands
                 room_bytes = limits.shard_window_bytes - window.bytes
                 if room > 0 and room_bytes > 0:
-                    wanted = max(1, min(batch_size, room * seen_msgs // seen_commands,
-                                        room_bytes * seen_msgs // seen_bytes))  # fmt: skip
+                    wanted = max(
+                        1,
+                        min(
+                            batch_size,
+                            room * seen_msgs // seen_commands,
+                            room_bytes * seen_msgs // seen_bytes,
+                        ),
+                    )
                     try:
                         # With messages in hand, only what is there now: no waiting.
                         msgs = await feed.fetch(wanted, timeout=0.001 if len(window) else 0.5)
@@ -388,10 +399,20 @@ class WorkerService:
                                 await msg.ack()
                             continue
                         if refused:
-                            over_quota.append(_Dead(msg, msg.data, refusal(
-                                "tenant_commands_per_s", f"tenant {tenant!r} is over "
-                                f"{limits.tenant_commands_per_s:g} commands/s on shard {shard}; "
-                                f"{count} command(s) refused"), seq))  # fmt: skip
+                            over_quota.append(
+                                _Dead(
+                                    msg,
+                                    msg.data,
+                                    refusal(
+                                        "tenant_commands_per_s",
+                                        f"tenant {tenant!r} is over "
+                                        f"{limits.tenant_commands_per_s:g} commands/s on "
+                                        f"shard {shard}; "
+                                        f"{count} command(s) refused",
+                                    ),
+                                    seq,
+                                )
+                            )
                         seen_msgs += 1
                         seen_commands += count
                         seen_bytes += len(msg.data)
@@ -404,8 +425,9 @@ class WorkerService:
                         await held.msg.in_progress()
                 chosen = window.select(batch_size, limits.tenant_round_share)
                 if chosen:
-                    await self._process_contained(shard, [h.msg for h in chosen],
-                                                  window.positions(chosen))  # fmt: skip
+                    await self._process_contained(
+                        shard, [h.msg for h in chosen], window.positions(chosen)
+                    )
                 last = window.finish(chosen)  # also what was refused on arrival
                 if last is not None:
                     if refusals:
@@ -422,7 +444,8 @@ class WorkerService:
                 await asyncio.wait_for(feed.stop(), 1.0)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(
-                    self._release(keys=[naming.shard_lease_key(shard)], args=[self.token]), 1.0)
+                    self._release(keys=[naming.shard_lease_key(shard)], args=[self.token]), 1.0
+                )
 
     async def _check_redis_not_behind(self, shard: int) -> None:
         """After a Redis error: if Redis came back without applies this worker confirmed,
@@ -462,18 +485,25 @@ class WorkerService:
                     # Retry this same round, for as long as the outage lasts: moving on
                     # would apply a later command of an owner before an earlier one. Every
                     # commit is idempotent, so a retry is safe.
-                    self._log.warning(("outage", shard, type(exc)),
-                                      "shard %d: %s; retrying the batch in place", shard,
-                                      describe(exc))  # fmt: skip
+                    self._log.warning(
+                        ("outage", shard, type(exc)),
+                        "shard %d: %s; retrying the batch in place",
+                        shard,
+                        describe(exc),
+                    )
                     await asyncio.sleep(outage_delay)
                     outage_delay = min(outage_delay * 2, 2.0)
                     continue
                 if len(msgs) > 1:
                     # Whichever message caused it, each alone: the others go on.
-                    self._log.warning(("split", shard, type(exc)),
-                                      "shard %d: a batch of %d messages failed (%s); "
-                                      "processing them one by one", shard, len(msgs),
-                                      describe(exc), exc_info=exc)  # fmt: skip
+                    self._log.warning(
+                        ("split", shard, type(exc)),
+                        "shard %d: a batch of %d messages failed (%s); processing them one by one",
+                        shard,
+                        len(msgs),
+                        describe(exc),
+                        exc_info=exc,
+                    )
                     total = 0
                     for msg in msgs:
                         total += await self._process_contained(shard, [msg], positions)
@@ -481,27 +511,40 @@ class WorkerService:
                 attempts += 1
                 if attempts >= self.limits.message_attempts:
                     return await self._give_up(shard, msgs[0], exc, attempts)
-                self._log.warning(("retry", shard, type(exc)),
-                                  "shard %d: a message failed (%s); attempt %d of %d",
-                                  shard, describe(exc), attempts,
-                                  self.limits.message_attempts)  # fmt: skip
+                self._log.warning(
+                    ("retry", shard, type(exc)),
+                    "shard %d: a message failed (%s); attempt %d of %d",
+                    shard,
+                    describe(exc),
+                    attempts,
+                    self.limits.message_attempts,
+                )
                 await asyncio.sleep(self.limits.attempt_backoff_s * 2 ** (attempts - 1))
 
     async def _give_up(self, shard: int, msg: Msg, exc: BaseException, attempts: int) -> int:
         """Dead-letter a message that kept failing, whole (raw bytes kept), with the error."""
         seq, _ = stream_position(msg.reply)
         reason = f"internal: failed {attempts} times, dead-lettered whole: {describe(exc)}"
-        self._log.error(("give-up", shard, type(exc)), "shard %d: message at seq %d %s", shard,
-                        seq, reason, exc_info=exc)  # fmt: skip
+        self._log.error(
+            ("give-up", shard, type(exc)),
+            "shard %d: message at seq %d %s",
+            shard,
+            seq,
+            reason,
+            exc_info=exc,
+        )
         await self._dead_letter(shard, [_Dead(msg, msg.data, reason, seq)])
         return 1
 
     # --- one batch -----------------------------------------------------------------------
 
     async def process(
-        self, shard: int, msgs: Sequence[Msg], ack: bool = True,
+        self,
+        shard: int,
+        msgs: Sequence[Msg],
+        ack: bool = True,
         positions: dict[int, int] | None = None,
-    ) -> int:  # fmt: skip
+    ) -> int:
         """Admit, apply, report and (``ack``) acknowledge ``msgs``; returns how many
         commands they carried. ``positions``: per message (by stream sequence), the
         position the shard may record once it is applied (default: its own sequence)."""
@@ -559,14 +602,29 @@ class WorkerService:
             if batched:
                 count = batch_length(msg.data)
                 if count is None:
-                    dead.append(_Dead(msg, msg.data, "invalid: not a command batch: bytes are "
-                                      "not a msgpack array", seq))  # fmt: skip
+                    dead.append(
+                        _Dead(
+                            msg,
+                            msg.data,
+                            "invalid: not a command batch: bytes are not a msgpack array",
+                            seq,
+                        )
+                    )
                     continue
                 if count > limits.batch_commands:
                     # Refused whole, once: one dead letter, not one per command.
-                    dead.append(_Dead(msg, msg.data, refusal(
-                        "batch_commands", f"{count} commands in one batch message, limit "
-                        f"{limits.batch_commands}"), seq))  # fmt: skip
+                    dead.append(
+                        _Dead(
+                            msg,
+                            msg.data,
+                            refusal(
+                                "batch_commands",
+                                f"{count} commands in one batch message, limit "
+                                f"{limits.batch_commands}",
+                            ),
+                            seq,
+                        )
+                    )
                     continue
             else:
                 count = 1
@@ -582,17 +640,32 @@ class WorkerService:
             position = seq if positions is None else positions.get(seq, seq)
             for index, data in enumerate(parts):
                 try:
-                    verdict = admit(subject_tenant, data, shard=shard, shards=shards,
-                                    limits=limits, subject_agent=subject_agent)  # fmt: skip
+                    verdict = admit(
+                        subject_tenant,
+                        data,
+                        shard=shard,
+                        shards=shards,
+                        limits=limits,
+                        subject_agent=subject_agent,
+                    )
                 except Exception as exc:  # never let one message stop the shard
                     verdict = Invalid(f"invalid: {describe(exc)}")
                 if type(verdict) is Invalid:
                     dead.append(_Dead(msg, data, verdict.reason, seq, index if batched else None))
                     continue
-                admitted.append(_Admitted(msg, verdict, resolve_key(verdict), seq, ts, data,  # type: ignore[arg-type]
-                                          index if batched else None,
-                                          position if index == last else 0,
-                                          importing=importing))  # fmt: skip
+                admitted.append(
+                    _Admitted(
+                        msg,
+                        verdict,
+                        resolve_key(verdict),
+                        seq,
+                        ts,
+                        data,  # type: ignore[arg-type]
+                        index if batched else None,
+                        position if index == last else 0,
+                        importing=importing,
+                    )
+                )
         return admitted, dead
 
     async def _publish_audit(
@@ -614,15 +687,21 @@ class WorkerService:
         for tenant, entries in by_tenant.items():
             # Several messages when one would pass the broker's payload limit (a batch of
             # batch messages can hold thousands of commands).
-            parts = _fit(entries, lambda part: _encode(AuditBatch(entries=tuple(part))),  # type: ignore[arg-type]
-                         self._payload_limit)  # fmt: skip
+            parts = _fit(
+                entries,
+                lambda part: _encode(AuditBatch(entries=tuple(part))),  # type: ignore[arg-type]
+                self._payload_limit,
+            )
             for n, data in enumerate(parts):
                 # a batch retried after a lost ack is recorded once
                 once = naming.audit_dedupe_id(tenant, shard, last_sequence, n)
-                acks.append(await self.js.publish_async(
-                    naming.audit_write_subject(tenant, shard), data,
-                    headers={naming.MSG_ID_HEADER: once},
-                ))  # fmt: skip
+                acks.append(
+                    await self.js.publish_async(
+                        naming.audit_write_subject(tenant, shard),
+                        data,
+                        headers={naming.MSG_ID_HEADER: once},
+                    )
+                )
         return acks
 
     async def _apply(self, shard: int, batch: list[_Admitted]) -> list[Result | None]:
@@ -635,7 +714,7 @@ class WorkerService:
         # (Redis serves nothing else while one runs).
         results: list[Result | None] = []
         for start in range(0, len(batch), size):
-            results += await self._apply_chunk(shard, batch[start:start + size])
+            results += await self._apply_chunk(shard, batch[start : start + size])
         return results
 
     async def _apply_chunk(self, shard: int, batch: list[_Admitted]) -> list[Result | None]:
@@ -668,9 +747,14 @@ class WorkerService:
         return results
 
     async def _apply_round(
-        self, shard: int, batch: list[_Admitted], todo: list[int], results: list[Result | None],
-        *, first: bool = True,
-    ) -> list[int]:  # fmt: skip
+        self,
+        shard: int,
+        batch: list[_Admitted],
+        todo: list[int],
+        results: list[Result | None],
+        *,
+        first: bool = True,
+    ) -> list[int]:
         """Read, decide and commit the commands at ``todo``; return those to redo."""
         tally = self._tallies.setdefault(shard, Counter())
         floor = self._floors.get(shard, 0)
@@ -697,8 +781,9 @@ class WorkerService:
         limits = self.limits
         quotas = limits.tenant_memories > 0 or limits.tenant_bytes > 0
         tenants = list({ident[0]: None for ident in live_states}) if quotas else []
-        states, found, totals = await self.store.read_with_totals(list(live_states),
-                                                                  command_ids, tenants)  # fmt: skip
+        states, found, totals = await self.store.read_with_totals(
+            list(live_states), command_ids, tenants
+        )
         live_states = dict(zip(live_states, states, strict=True))
         # Each key's stored size as the round's decisions leave it, in order (for quotas).
         sizes = {ident: state.size for ident, state in live_states.items()}
@@ -760,13 +845,15 @@ class WorkerService:
         applied_through = self._applied_through.get(shard, 0)
         try:
             replies = await self.store.commit_decisions(
-                decisions, shard=shard, lease_token=self.token, applied_through=applied_through)
+                decisions, shard=shard, lease_token=self.token, applied_through=applied_through
+            )
         except Exception as exc:
             if classify(exc) is Fault.OUTAGE or len(decisions) < 2:
                 raise
             # One of them, most likely, that the script cannot apply: each alone.
-            replies = await self._commit_one_by_one(shard, batch, committed_at, outcomes,
-                                                    decisions, exc)  # fmt: skip
+            replies = await self._commit_one_by_one(
+                shard, batch, committed_at, outcomes, decisions, exc
+            )
         redo: list[int] = redo_now
         # What the commit script recorded as the shard's position (a duplicate commits
         # nothing; nothing after a stale decision counts). A later commit checks Redis
@@ -816,9 +903,14 @@ class WorkerService:
                     self._count(follower.result, tally)
         return sorted(set(redo))
 
-    def _over_quota(self, item: _Admitted, outcome: Outcome, decision: tuple[object, ...],
-                    sizes: dict[tuple[str, str], int],
-                    totals: dict[str, list[int]]) -> str | None:  # fmt: skip
+    def _over_quota(
+        self,
+        item: _Admitted,
+        outcome: Outcome,
+        decision: tuple[object, ...],
+        sizes: dict[tuple[str, str], int],
+        totals: dict[str, list[int]],
+    ) -> str | None:
         """The quota a write would take its tenant over (a refusal naming it), or None; if
         none, the round's running totals take the write in."""
         tenant = item.command.tenant
@@ -830,11 +922,15 @@ class WorkerService:
         stored = totals.setdefault(tenant, [0, 0])
         limits = self.limits
         if count > 0 and limits.tenant_memories and stored[0] + count > limits.tenant_memories:
-            return refusal("tenant_memories", f"tenant {tenant!r} stores {stored[0]} "
-                                              f"memories, limit {limits.tenant_memories}")
+            return refusal(
+                "tenant_memories",
+                f"tenant {tenant!r} stores {stored[0]} memories, limit {limits.tenant_memories}",
+            )
         if grow > 0 and limits.tenant_bytes and stored[1] + grow > limits.tenant_bytes:
-            return refusal("tenant_bytes", f"tenant {tenant!r} stores {stored[1]} bytes, "
-                                           f"limit {limits.tenant_bytes}")  # fmt: skip
+            return refusal(
+                "tenant_bytes",
+                f"tenant {tenant!r} stores {stored[1]} bytes, limit {limits.tenant_bytes}",
+            )
         sizes[ident] = after
         stored[0] += count
         stored[1] += grow
@@ -844,24 +940,43 @@ class WorkerService:
         """A write refused by a quota: rejected (recorded, audited, reported), nothing else."""
         command = item.command
         return Outcome(
-            command=command, key=item.key, action=NOTHING, guarded=False,
-            base_version=outcome.base_version, base_command=outcome.base_command,
-            result=Rejected(command_id=command.id, tenant=command.tenant, key=item.key,
-                            op=type(command).__name__.lower(), agent=command.agent,
-                            applied_at=item.timestamp, reason=reason),
-        )  # fmt: skip
+            command=command,
+            key=item.key,
+            action=NOTHING,
+            guarded=False,
+            base_version=outcome.base_version,
+            base_command=outcome.base_command,
+            result=Rejected(
+                command_id=command.id,
+                tenant=command.tenant,
+                key=item.key,
+                op=type(command).__name__.lower(),
+                agent=command.agent,
+                applied_at=item.timestamp,
+                reason=reason,
+            ),
+        )
 
     async def _commit_one_by_one(
-        self, shard: int, batch: list[_Admitted], committed_at: list[int],
-        outcomes: list[Outcome], decisions: list[tuple[object, ...]], cause: BaseException,
-    ) -> list[CommitReply]:  # fmt: skip
+        self,
+        shard: int,
+        batch: list[_Admitted],
+        committed_at: list[int],
+        outcomes: list[Outcome],
+        decisions: list[tuple[object, ...]],
+        cause: BaseException,
+    ) -> list[CommitReply]:
         """After a commit the script failed for a reason other than an outage: each
         decision alone, in order; one that fails again is rejected and dead-lettered. As in
         the script, once a key's decision is not applied, the key's later ones are
         answered stale (they were decided on top of it) and decided again."""
-        self._log.warning(("commit-split", shard, type(cause)), "shard %d: a commit of %d "
-                          "commands failed (%s); committing them one by one", shard,
-                          len(decisions), describe(cause))  # fmt: skip
+        self._log.warning(
+            ("commit-split", shard, type(cause)),
+            "shard %d: a commit of %d commands failed (%s); committing them one by one",
+            shard,
+            len(decisions),
+            describe(cause),
+        )
         replies: list[CommitReply] = []
         unsettled: set[str] = set()
         applied_through = self._applied_through.get(shard, 0)
@@ -872,16 +987,20 @@ class WorkerService:
                 continue
             try:
                 (reply,) = await self.store.commit_decisions(
-                    [decision], shard=shard, lease_token=self.token,
-                    applied_through=applied_through)  # fmt: skip
+                    [decision], shard=shard, lease_token=self.token, applied_through=applied_through
+                )
             except Exception as exc:
                 if classify(exc) is Fault.OUTAGE:
                     raise
-                outcomes[n] = self._refused(shard, batch[i], CommandFailed("commit", exc),
-                                            outcomes[n])  # fmt: skip
+                outcomes[n] = self._refused(
+                    shard, batch[i], CommandFailed("commit", exc), outcomes[n]
+                )
                 (reply,) = await self.store.commit_decisions(
-                    [self._prepare(batch[i], outcomes[n])], shard=shard, lease_token=self.token,
-                    applied_through=applied_through)  # fmt: skip
+                    [self._prepare(batch[i], outcomes[n])],
+                    shard=shard,
+                    lease_token=self.token,
+                    applied_through=applied_through,
+                )
                 unsettled.add(item_key)
             if reply.status != OK:
                 unsettled.add(item_key)
@@ -903,8 +1022,11 @@ class WorkerService:
                 raise
             outcome = self._refused(shard, item, CommandFailed("apply", exc))
             (reply,) = await self.store.commit_decisions(
-                [self._prepare(item, outcome)], shard=shard, lease_token=self.token,
-                applied_through=self._applied_through.get(shard, 0))  # fmt: skip
+                [self._prepare(item, outcome)],
+                shard=shard,
+                lease_token=self.token,
+                applied_through=self._applied_through.get(shard, 0),
+            )
             if reply.status == FENCED:
                 raise LeaseLostError(shard) from None
             if reply.status == DUPLICATE:
@@ -917,8 +1039,9 @@ class WorkerService:
                 item.payload = self._fitting(result)
                 item.result = result
             except Exception as exc:  # published with a bare entry (see _entry_of)
-                self._log.warning(("special", type(exc)), "command %s: %s", item.command.id,
-                                  describe(exc))  # fmt: skip
+                self._log.warning(
+                    ("special", type(exc)), "command %s: %s", item.command.id, describe(exc)
+                )
         return result
 
     async def _apply_special(self, shard: int, item: _Admitted) -> Result | None:
@@ -942,21 +1065,26 @@ class WorkerService:
                 if state.archived:
                     blob = await self.redis.hget(keys.archive(owner_of(item.key)), item.key)
                     state.archived_item = _ITEM_DECODER.decode(blob) if blob else None
-                outcomes = [self.engine.decide(command, item.key, state, item.timestamp,
-                                               item.importing)]
+                outcomes = [
+                    self.engine.decide(command, item.key, state, item.timestamp, item.importing)
+                ]
             else:
                 outcomes = await self._decide_owner(command, item.timestamp)  # type: ignore[arg-type]
             position = item.position
             sequences = [0] * (len(outcomes) - 1) + [position]
-            replies = await self.store.commit(outcomes, shard=shard, sequences=sequences,
-                                              lease_token=self.token, atomic=True,
-                                              applied_through=self._applied_through.get(shard, 0))
+            replies = await self.store.commit(
+                outcomes,
+                shard=shard,
+                sequences=sequences,
+                lease_token=self.token,
+                atomic=True,
+                applied_through=self._applied_through.get(shard, 0),
+            )
             last = replies[-1]
             if last.status == BEHIND:
                 raise RedisBehindError(shard)
             if last.status == OK:
-                self._applied_through[shard] = max(self._applied_through.get(shard, 0),
-                                                   position)  # fmt: skip
+                self._applied_through[shard] = max(self._applied_through.get(shard, 0), position)
             if last.status == FENCED:
                 raise LeaseLostError(shard)
             if last.status == DUPLICATE:
@@ -996,12 +1124,16 @@ class WorkerService:
         candidates = [k.decode() for k in replies[0]]
         archived: dict[str, MemoryItem] = {}
         if type(command) is Forget:
-            archived = {k.decode(): _ITEM_DECODER.decode(v) for k, v in replies[1].items()
-                        if k.decode().startswith(prefix)}  # fmt: skip
+            archived = {
+                k.decode(): _ITEM_DECODER.decode(v)
+                for k, v in replies[1].items()
+                if k.decode().startswith(prefix)
+            }
         wanted = sorted({k for k in (*candidates, *archived) if k.startswith(prefix)})
         states, _ = await self.store.read([(tenant, k) for k in wanted], [])
-        return self.engine.decide_owner(command, dict(zip(wanted, states, strict=True)),
-                                        archived, now)  # fmt: skip
+        return self.engine.decide_owner(
+            command, dict(zip(wanted, states, strict=True)), archived, now
+        )
 
     # --- expiry --------------------------------------------------------------------------
 
@@ -1033,14 +1165,18 @@ class WorkerService:
                     by_shard.setdefault(shard, []).append(key)
             for shard, keys in by_shard.items():
                 states, _ = await self.store.read([(tenant, k) for k in keys], [])
-                orphans = [k for k, st in zip(keys, states, strict=True)
-                           if st.item is None or st.item.expires_at is None]  # fmt: skip
+                orphans = [
+                    k
+                    for k, st in zip(keys, states, strict=True)
+                    if st.item is None or st.item.expires_at is None
+                ]
                 if orphans:  # an index entry that outlived its memory: drop it
                     await self.redis.zrem(naming.RedisKeys(tenant).expiring(), *orphans)
                 outcomes = [
-                    o for k, st in zip(keys, states, strict=True)
+                    o
+                    for k, st in zip(keys, states, strict=True)
                     if (o := self.engine.reap(tenant, k, st, now)) is not None
-                ]  # fmt: skip
+                ]
                 replies = await self.store.commit(
                     outcomes, shard=shard, sequences=[0] * len(outcomes), lease_token=self.token
                 )
@@ -1068,8 +1204,9 @@ class WorkerService:
         while not self._stopping.is_set():
             try:
                 cutoff = time.time() - self.lifecycle.archive_after_days * 86400
-                sent = await schedule_archive(self.nc, self.redis, self.settings, cutoff,
-                                              shards=set(self.owned))  # fmt: skip
+                sent = await schedule_archive(
+                    self.nc, self.redis, self.settings, cutoff, shards=set(self.owned)
+                )
                 if sent:
                     log.info("archiver: %d archive commands published", sent)
             except Exception:
@@ -1096,7 +1233,11 @@ class WorkerService:
     # --- telemetry -----------------------------------------------------------------------
 
     def _record_batch(
-        self, size: int, batch: list[_Admitted], results: list[Result | None], started_ns: int,
+        self,
+        size: int,
+        batch: list[_Admitted],
+        results: list[Result | None],
+        started_ns: int,
         tally: Counter[tuple[str, str, str]],
     ) -> None:
         """Metrics once per batch (a counter per outcome, not per command), and a span per
@@ -1113,8 +1254,9 @@ class WorkerService:
             elif outcome == "removed":
                 t.memories_stored.add(-count, {"zeromem.tenant": tenant})
             else:
-                t.commands.add(count, {"zeromem.tenant": tenant, "zeromem.op": op,
-                                       "zeromem.outcome": outcome})  # fmt: skip
+                t.commands.add(
+                    count, {"zeromem.tenant": tenant, "zeromem.op": op, "zeromem.outcome": outcome}
+                )
         for tenant in tenants:
             t.write_llm_tokens.add(0, {"zeromem.tenant": tenant})  # the write path's whole LLM cost
         tracer = t.tracer
@@ -1124,25 +1266,34 @@ class WorkerService:
                 # Once per message: a batch message's commands were published together, and
                 # a histogram record per command was 7% of the worker's time.
                 last_msg = item.msg
-                t.apply_duration.record(max(0.0, now - item.command.ts),
-                                        {"zeromem.tenant": t.tenant(item.command.tenant)})
+                t.apply_duration.record(
+                    max(0.0, now - item.command.ts),
+                    {"zeromem.tenant": t.tenant(item.command.tenant)},
+                )
             headers = item.msg.headers
             if headers and "traceparent" in headers and result is not None:
                 span = tracer.start_span(
-                    "process zm.cmd", context=propagate.extract(headers), kind=SpanKind.CONSUMER,
+                    "process zm.cmd",
+                    context=propagate.extract(headers),
+                    kind=SpanKind.CONSUMER,
                     start_time=started_ns,
-                    attributes={"zeromem.tenant": item.command.tenant, "zeromem.op": result.op,
-                                "zeromem.outcome": type(result).__name__.lower(),
-                                "messaging.system": "nats", "messaging.operation.type": "process"},
-                )  # fmt: skip
+                    attributes={
+                        "zeromem.tenant": item.command.tenant,
+                        "zeromem.op": result.op,
+                        "zeromem.outcome": type(result).__name__.lower(),
+                        "messaging.system": "nats",
+                        "messaging.operation.type": "process",
+                    },
+                )
                 span.end()
 
     async def _report_lag(self) -> None:
         while not self._stopping.is_set():
             for shard in sorted(self.owned):
                 try:
-                    info = await self.js.consumer_info(naming.COMMAND_STREAM,
-                                                       self._consumers[shard])  # fmt: skip
+                    info = await self.js.consumer_info(
+                        naming.COMMAND_STREAM, self._consumers[shard]
+                    )
                     self.telemetry.set_lag(shard, info.num_pending + info.num_ack_pending)
                 except Exception:  # lag is informative; never a reason to fail
                     pass
@@ -1167,8 +1318,11 @@ class WorkerService:
             namespace, owner_id = item.key.split(":", 2)[:2]
             by_owner.setdefault((item.command.tenant, namespace, owner_id), []).append(data)
             headers = item.msg.headers
-            if (headers and (reply_to := headers.get(reply_header))
-                    and reply_allowed(item.msg.subject, reply_to)):  # fmt: skip
+            if (
+                headers
+                and (reply_to := headers.get(reply_header))
+                and reply_allowed(item.msg.subject, reply_to)
+            ):
                 try:
                     await publish(reply_to, data)
                 except Exception as exc:
@@ -1176,16 +1330,22 @@ class WorkerService:
                         raise
                     # A reply subject the broker refuses is the caller's: its result still
                     # goes to the change feed.
-                    self._log.warning(("reply", shard, type(exc)), "shard %d: could not reply "
-                                      "to %.60r: %s", shard, reply_to, describe(exc))  # fmt: skip
+                    self._log.warning(
+                        ("reply", shard, type(exc)),
+                        "shard %d: could not reply to %.60r: %s",
+                        shard,
+                        reply_to,
+                        describe(exc),
+                    )
         for (tenant, namespace, owner_id), encoded in by_owner.items():
             subject = naming.change_subject(tenant, shard, namespace, owner_id)
             for chunk in _chunks(encoded, self._payload_limit, naming.MAX_BATCH_RESULTS):
                 if len(chunk) == 1:
                     await publish(subject, chunk[0])
                 else:
-                    await publish(subject, encode_batch(chunk),
-                                  headers={naming.BATCH_HEADER: str(len(chunk))})  # fmt: skip
+                    await publish(
+                        subject, encode_batch(chunk), headers={naming.BATCH_HEADER: str(len(chunk))}
+                    )
 
     def _prepare(self, item: _Admitted, outcome: Outcome) -> tuple[object, ...]:
         """Everything of one command that can be done before the commit: its decision
@@ -1223,31 +1383,54 @@ class WorkerService:
         try:
             return write_entry(item.command, item.sequence, result, self.redactor)
         except Exception as exc:
-            self._log.warning(("entry", type(exc)), "audit entry of %s: %s", item.command.id,
-                              describe(exc))  # fmt: skip
-            return AuditEntry(kind="write", at=result.applied_at, tenant=result.tenant,
-                              op=result.op, key=result.key, status=type(result).__name__.lower(),
-                              command_id=item.command.id, seq=item.sequence,
-                              reason=f"audit entry incomplete: {type(exc).__name__}")  # fmt: skip
+            self._log.warning(
+                ("entry", type(exc)), "audit entry of %s: %s", item.command.id, describe(exc)
+            )
+            return AuditEntry(
+                kind="write",
+                at=result.applied_at,
+                tenant=result.tenant,
+                op=result.op,
+                key=result.key,
+                status=type(result).__name__.lower(),
+                command_id=item.command.id,
+                seq=item.sequence,
+                reason=f"audit entry incomplete: {type(exc).__name__}",
+            )
 
     def _payload_of(self, item: _Admitted, result: Result) -> bytes:
         try:
             return self._fitting(result)
         except Exception as exc:
-            self._log.warning(("payload", type(exc)), "result of %s not published: %s",
-                              item.command.id, describe(exc))  # fmt: skip
+            self._log.warning(
+                ("payload", type(exc)),
+                "result of %s not published: %s",
+                item.command.id,
+                describe(exc),
+            )
             return b""
 
-    def _refused(self, shard: int, item: _Admitted, failure: CommandFailed,
-                 base: Outcome | KeyState | None = None) -> Outcome:  # fmt: skip
+    def _refused(
+        self,
+        shard: int,
+        item: _Admitted,
+        failure: CommandFailed,
+        base: Outcome | KeyState | None = None,
+    ) -> Outcome:
         """What a command that failed at some stage becomes: rejected (its result is
         recorded, nothing else changes), and dead-lettered with the reason."""
         command = item.command
-        self._log.error(("command", failure.stage, type(failure.cause)),
-                        "command %s at seq %d: %s", command.id, item.sequence, failure.reason,
-                        exc_info=failure.cause)  # fmt: skip
+        self._log.error(
+            ("command", failure.stage, type(failure.cause)),
+            "command %s at seq %d: %s",
+            command.id,
+            item.sequence,
+            failure.reason,
+            exc_info=failure.cause,
+        )
         self._failed.setdefault(shard, []).append(
-            _Dead(item.msg, item.raw, failure.reason, item.sequence, item.index, reply=False))
+            _Dead(item.msg, item.raw, failure.reason, item.sequence, item.index, reply=False)
+        )
         if isinstance(base, Outcome):
             version, last_command = base.base_version, base.base_command
         elif isinstance(base, KeyState):
@@ -1255,12 +1438,22 @@ class WorkerService:
         else:
             version, last_command = 0, ""
         return Outcome(
-            command=command, key=item.key, action=NOTHING, guarded=False,
-            base_version=version, base_command=last_command,
-            result=Rejected(command_id=command.id, tenant=command.tenant, key=item.key,
-                            op=type(command).__name__.lower(), agent=command.agent,
-                            applied_at=item.timestamp, reason=failure.reason),
-        )  # fmt: skip
+            command=command,
+            key=item.key,
+            action=NOTHING,
+            guarded=False,
+            base_version=version,
+            base_command=last_command,
+            result=Rejected(
+                command_id=command.id,
+                tenant=command.tenant,
+                key=item.key,
+                op=type(command).__name__.lower(),
+                agent=command.agent,
+                applied_at=item.timestamp,
+                reason=failure.reason,
+            ),
+        )
 
     async def _dead_letter(self, shard: int, dead: list[_Dead]) -> None:
         """Dead-letter ``dead`` and wait until the stream has stored them."""
@@ -1280,9 +1473,13 @@ class WorkerService:
             where = f"seq {seq}"
             if letter.index is not None:
                 where += f" (batch index {letter.index})"
-            self._log.warning(("dead", shard, letter.reason.split(":", 1)[0]),
-                              "dead-lettered command at %s on %s: %s", where, msg.subject,
-                              letter.reason[:300])  # fmt: skip
+            self._log.warning(
+                ("dead", shard, letter.reason.split(":", 1)[0]),
+                "dead-lettered command at %s on %s: %s",
+                where,
+                msg.subject,
+                letter.reason[:300],
+            )
             tenant = _tenant_label(msg.subject)
             once = naming.dead_letter_dedupe_id(tenant, seq, letter.index)
             raw, reason = letter.raw, letter.reason
@@ -1292,44 +1489,70 @@ class WorkerService:
             acks.append(
                 await self.js.publish_async(
                     naming.dead_letter_subject(tenant, shard),
-                    encode(DeadLetter(reason=reason[:2000], subject=msg.subject, raw=raw,
-                                      received_at=now, stream_seq=seq,
-                                      batch_index=letter.index)),
-                    headers={naming.DEAD_REASON_HEADER: _header_text(letter.reason),
-                             naming.MSG_ID_HEADER: once},  # once, even when retried
+                    encode(
+                        DeadLetter(
+                            reason=reason[:2000],
+                            subject=msg.subject,
+                            raw=raw,
+                            received_at=now,
+                            stream_seq=seq,
+                            batch_index=letter.index,
+                        )
+                    ),
+                    headers={
+                        naming.DEAD_REASON_HEADER: _header_text(letter.reason),
+                        naming.MSG_ID_HEADER: once,
+                    },  # once, even when retried
                 )
             )
             headers = msg.headers
-            if (letter.reply and headers and (reply_to := headers.get(naming.REPLY_HEADER))
-                    and reply_allowed(msg.subject, reply_to)):  # fmt: skip
+            if (
+                letter.reply
+                and headers
+                and (reply_to := headers.get(naming.REPLY_HEADER))
+                and reply_allowed(msg.subject, reply_to)
+            ):
                 try:
-                    await self.nc.publish(reply_to,
-                                          encode(_rejection(msg, reply_to, letter.reason)))
+                    await self.nc.publish(
+                        reply_to, encode(_rejection(msg, reply_to, letter.reason))
+                    )
                 except Exception as exc:
                     if classify(exc) is Fault.OUTAGE:
                         raise
         by_tenant: dict[str, list[AuditEntry]] = {}
         for letter in dead:
             tenant = _tenant_label(letter.msg.subject)
-            by_tenant.setdefault(tenant, []).append(dead_letter_entry(
-                tenant, letter.msg.subject, letter.reason, letter.sequence, self.redactor))
+            by_tenant.setdefault(tenant, []).append(
+                dead_letter_entry(
+                    tenant, letter.msg.subject, letter.reason, letter.sequence, self.redactor
+                )
+            )
         last = dead[-1]
         for tenant, entries in by_tenant.items():
-            parts = _fit(entries, lambda part: _encode(AuditBatch(entries=tuple(part))),
-                         self._payload_limit)  # fmt: skip
+            parts = _fit(
+                entries, lambda part: _encode(AuditBatch(entries=tuple(part))), self._payload_limit
+            )
             for n, data in enumerate(parts):
                 # Parts after the first: past the index range a batch message can have.
                 part = (last.index or 0) + 1 + n * (self.limits.batch_commands + 1)
-                acks.append(await self.js.publish_async(
-                    naming.audit_write_subject(tenant, shard), data,
-                    headers={naming.MSG_ID_HEADER: naming.audit_dedupe_id(
-                        tenant, shard, last.sequence, part, kind="dead")}))  # fmt: skip
+                acks.append(
+                    await self.js.publish_async(
+                        naming.audit_write_subject(tenant, shard),
+                        data,
+                        headers={
+                            naming.MSG_ID_HEADER: naming.audit_dedupe_id(
+                                tenant, shard, last.sequence, part, kind="dead"
+                            )
+                        },
+                    )
+                )
         self.stats.dead_lettered += len(dead)
         counts = Counter(_tenant_label(letter.msg.subject) for letter in dead)
         for tenant, count in counts.items():
             label = self.telemetry.tenant(tenant)
-            self.telemetry.commands.add(count, {"zeromem.tenant": label, "zeromem.op": "",
-                                                "zeromem.outcome": "dead_letter"})  # fmt: skip
+            self.telemetry.commands.add(
+                count, {"zeromem.tenant": label, "zeromem.op": "", "zeromem.outcome": "dead_letter"}
+            )
         return acks
 
 
@@ -1429,8 +1652,14 @@ def _header_text(text: str) -> str:
 
 def _rejection(msg: Msg, reply_to: str, reason: str) -> Result:
     command_id = reply_to.rsplit(".", 1)[-1]  # the SDK waits on {inbox}.{command id}
-    return Rejected(command_id=command_id, tenant=_tenant_label(msg.subject),
-                    key="", op="", reason=reason, applied_at=time.time())  # fmt: skip
+    return Rejected(
+        command_id=command_id,
+        tenant=_tenant_label(msg.subject),
+        key="",
+        op="",
+        reason=reason,
+        applied_at=time.time(),
+    )
 
 
 @functools.lru_cache(maxsize=65536)
@@ -1459,8 +1688,11 @@ def reply_allowed(subject: str, reply_to: str) -> bool:
     agent can subscribe to). Anything else (another tenant's inbox, an audit or command
     subject) is ignored, so a header cannot make the worker publish where it chooses."""
     try:
-        return reply_to.startswith(_reply_prefix(subject)) and "*" not in reply_to \
-            and ">" not in reply_to  # fmt: skip
+        return (
+            reply_to.startswith(_reply_prefix(subject))
+            and "*" not in reply_to
+            and ">" not in reply_to
+        )
     except ValueError:
         return False
 
@@ -1472,7 +1704,8 @@ async def run_worker(settings: Settings, index: int, count: int) -> None:
     nc = await connect_nats(settings, name=f"zeromem-worker-{index}")
     redis = connect_redis(settings)
     telemetry = configure_telemetry(
-        TelemetryConfig("worker", settings.metrics_port, settings.metrics_host))
+        TelemetryConfig("worker", settings.metrics_port, settings.metrics_host)
+    )
     worker = await WorkerService(settings, shards, nc=nc, redis=redis, telemetry=telemetry).start()
     settle_after_start()
     log.info("worker %d/%d owns shards %s", index, count, shards)

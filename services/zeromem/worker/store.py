@@ -57,12 +57,20 @@ BEHIND = "behind"  # Redis no longer holds applies the worker confirmed (see com
 def decode_item_hash(fields: Sequence[bytes | None]) -> KeyState:
     """``HMGET item v d lc fl fd fi ar`` -> KeyState."""
     version, data, last, liked, disliked, important, archived = fields
-    feedback = (FeedbackCounts(int(liked or 0), int(disliked or 0), int(important or 0))
-                if liked or disliked or important else _NO_FEEDBACK)  # fmt: skip
+    feedback = (
+        FeedbackCounts(int(liked or 0), int(disliked or 0), int(important or 0))
+        if liked or disliked or important
+        else _NO_FEEDBACK
+    )
     item = _ITEM_DECODER.decode(data) if data else None
-    return KeyState(int(version or 0), item, (last or b"").decode(), feedback, archived == b"1",
-                    size=len(data) if data else 0)
-
+    return KeyState(
+        int(version or 0),
+        item,
+        (last or b"").decode(),
+        feedback,
+        archived == b"1",
+        size=len(data) if data else 0,
+    )
 
 
 @dataclass(slots=True)
@@ -91,9 +99,11 @@ class Store:
         return states, done
 
     async def read_with_totals(
-        self, keys: Sequence[tuple[str, str]], command_ids: Sequence[tuple[str, str]],
+        self,
+        keys: Sequence[tuple[str, str]],
+        command_ids: Sequence[tuple[str, str]],
         tenants: Sequence[str],
-    ) -> tuple[list[KeyState], list[Result | None], dict[str, list[int]]]:  # fmt: skip
+    ) -> tuple[list[KeyState], list[Result | None], dict[str, list[int]]]:
         """``read``, and what each of ``tenants`` stores: [memories, bytes]."""
         args: list[object] = [len(keys), len(tenants)]
         args += [redis_keys(tenant).item(key) for tenant, key in keys]
@@ -102,8 +112,10 @@ class Store:
         replies = await self._read(args=args)
         states = [decode_item_hash(r) for r in replies[: len(keys)]]
         totals_end = len(keys) + len(tenants)
-        totals = {tenant: [int(n or 0), int(b or 0)]
-                  for tenant, (n, b) in zip(tenants, replies[len(keys):totals_end], strict=True)}
+        totals = {
+            tenant: [int(n or 0), int(b or 0)]
+            for tenant, (n, b) in zip(tenants, replies[len(keys) : totals_end], strict=True)
+        }
         done = [decode_result(r) if r else None for r in replies[totals_end:]]
         return states, done, totals
 
@@ -121,8 +133,13 @@ class Store:
         argument, whatever the batch size: packing arguments one by one was the worker's
         largest cost)."""
         decisions = [self.decision(o, s) for o, s in zip(outcomes, sequences, strict=True)]
-        return await self.commit_decisions(decisions, shard=shard, lease_token=lease_token,
-                                           atomic=atomic, applied_through=applied_through)
+        return await self.commit_decisions(
+            decisions,
+            shard=shard,
+            lease_token=lease_token,
+            atomic=atomic,
+            applied_through=applied_through,
+        )
 
     @staticmethod
     def decision(outcome: Outcome, sequence: int) -> tuple[object, ...]:
@@ -138,18 +155,26 @@ class Store:
         ops = outcome.ops
         followers = outcome.followers
         return (
-            keys.item(outcome.key), keys.command(command.id) if outcome.record else "",
+            keys.item(outcome.key),
+            keys.command(command.id) if outcome.record else "",
             str(sequence),
-            _ENCODE(result), "1" if outcome.guarded else "0", str(outcome.base_version),
-            outcome.base_command, outcome.action, str(outcome.new_version),
+            _ENCODE(result),
+            "1" if outcome.guarded else "0",
+            str(outcome.base_version),
+            outcome.base_command,
+            outcome.action,
+            str(outcome.new_version),
             "" if item is None else _ENCODE(_stored_form(item)),
-            command.id, "1" if outcome.content_changed else "0", outcome.feedback_field,
+            command.id,
+            "1" if outcome.content_changed else "0",
+            outcome.feedback_field,
             _flat_ops(ops) if ops else (),
             "1" if outcome.clears_expiry else "0",
             [x for f in followers for x in (keys.command(f.command.id), _ENCODE(f.result))]
-            if followers else (),
+            if followers
+            else (),
             keys.stored(),
-        )  # fmt: skip
+        )
 
     async def commit_decisions(
         self,
@@ -164,10 +189,18 @@ class Store:
         if not decisions:
             return []
         replies = await self._commit(
-            args=[naming.shard_lease_key(shard), lease_token, naming.shard_sequence_key(), shard,
-                  self.result_ttl_s, self.tombstone_ttl_ms, _PACK(list(decisions)),
-                  "1" if atomic else "0", applied_through],
-        )  # fmt: skip
+            args=[
+                naming.shard_lease_key(shard),
+                lease_token,
+                naming.shard_sequence_key(),
+                shard,
+                self.result_ttl_s,
+                self.tombstone_ttl_ms,
+                _PACK(list(decisions)),
+                "1" if atomic else "0",
+                applied_through,
+            ],
+        )
         if replies == b"fenced":
             return [CommitReply(FENCED)] * len(decisions)
         if replies == b"behind":
@@ -185,8 +218,7 @@ def _flat_ops(ops: Sequence[tuple[str, str, object, object]]) -> list[str | byte
     # Opcode and key are always strings already; only the operands may need converting.
     flat: list[str | bytes] = []
     for op, key, a, b in ops:
-        flat += (op, key, a if type(a) is str else _arg(a),
-                 b if type(b) is str else _arg(b))  # fmt: skip
+        flat += (op, key, a if type(a) is str else _arg(a), b if type(b) is str else _arg(b))
     return flat
 
 
