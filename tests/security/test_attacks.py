@@ -185,7 +185,7 @@ async def test_anonymous_connection_is_refused(deployment: Deployment) -> None:
     before = await deployment.snapshot("alpha")
     with pytest.raises(Exception, match="Authorization Violation"):
         await deployment.raw(None, [])
-    # Redis too: its default user is off, and a wrong password is refused.
+    # Redis too: the default user has no usable password, and a wrong password is refused.
     from redis.asyncio import Redis
 
     host_port = deployment.settings.redis_url.rsplit("@", 1)[1]

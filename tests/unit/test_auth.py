@@ -169,7 +169,9 @@ def test_the_payload_must_name_the_subjects_tenant_and_agent() -> None:
 
 def test_redis_acl_users(authority: Authority) -> None:
     text = acl_file({r: authority.redis_password(r) for r in ("admin", "worker", "reader")})
-    assert text.splitlines()[0].startswith("user default off")
+    # default: every permission (the server replays its AOF as default) but no usable password
+    assert text.splitlines()[0].startswith("user default on #")
+    assert "nopass" not in text
     assert authority.redis_password("worker") not in text  # only hashes are written
     assert "%R~zm:*" in acl_rules("reader") and "~zm:*:usage:*" in acl_rules("reader")
     assert "-@dangerous" in acl_rules("worker")

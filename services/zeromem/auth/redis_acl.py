@@ -5,7 +5,12 @@
 - ``zm-reader``: read zeromem's keys; write only recall's usage ledger
   (``zm:*:usage:*``). Its token-count cache on a memory is refused and skipped.
 - ``zm-admin``: everything (``zeromem rebuild`` clears and rewrites a tenant).
-- ``default``: off.
+- ``default``: nobody can log in as it (its password is random and never kept), yet it
+  holds every permission. Redis and Valkey replay the append-only file as ``default``,
+  and re-check its permissions on every EXEC they replay (redis/redis#14541,
+  valkey-io/valkey#3983): with ``default off`` each transaction in the file, which
+  includes every script's effects, was silently dropped at restart (seen here: the
+  worker's commits lost, the shard replayed from the command log).
 
 Passwords come from the environment (``ZEROMEM_REDIS_URL=redis://zm-worker:...@host`` or
 ``ZEROMEM_REDIS_USERNAME`` / ``ZEROMEM_REDIS_PASSWORD``); the ACL file stores only their
@@ -15,6 +20,7 @@ SHA-256.
 from __future__ import annotations
 
 import hashlib
+import secrets
 from urllib.parse import quote, urlparse, urlunparse
 
 from zeromem import naming
@@ -43,7 +49,10 @@ def acl_rules(role: str) -> str:
 
 def acl_file(passwords: dict[str, str]) -> str:
     """An ACL file (``aclfile`` in the server's configuration) for these passwords."""
-    lines = ["user default off resetkeys -@all"]
+    # Unusable for a login (a random password whose digest alone is written), but allowed
+    # everything, for the server's own replay of its append-only file (module docstring).
+    unusable = hashlib.sha256(secrets.token_bytes(32)).hexdigest()
+    lines = [f"user default on #{unusable} ~* &* +@all"]
     for role, user in USERS.items():
         digest = hashlib.sha256(passwords[role].encode()).hexdigest()
         lines.append(f"user {user} on #{digest} {acl_rules(role)}")
