@@ -23,6 +23,7 @@ Exit 0 when all hold; otherwise each failure is printed and the exit is 1.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -157,16 +158,12 @@ def export_authority(directory: Path) -> tuple[Path, Path]:
 
 
 def generated_secrets(export: Path, tokens: Path) -> list[dict[str, Any]]:
-    sys.path.insert(0, str(K8S))
-    try:
-        import secrets as k8s_secrets  # k8s/secrets.py, ahead of the standard library's
-
-        if not hasattr(k8s_secrets, "ExportError"):
-            del sys.modules["secrets"]
-            import secrets as k8s_secrets
-    finally:
-        sys.path.remove(str(K8S))
-    return list(k8s_secrets.secrets(export, tokens)["items"])
+    # k8s/secrets.py, loaded by path: its name is the standard library's too.
+    spec = importlib.util.spec_from_file_location("k8s_secrets", K8S / "secrets.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.secrets(export, tokens)["items"])
 
 
 def config_map(objects: list[dict[str, Any]], prefix: str) -> dict[str, str]:
