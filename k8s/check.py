@@ -11,12 +11,13 @@ lean on checked against the project.
 3. A throwaway authority's `zeromem auth export` goes through k8s/secrets.py: every Secret
    and key a rendered object names must be among the Secrets it makes (which validate too).
 4. nats-server (the binary the project's tests run) parses each overlay's nats.conf with
-   the exported nats-server.conf it includes, and `sh -n` parses every shell script a
-   container runs.
+   the exported nats-server.conf it includes, the Redis server loads its redis.conf with
+   the exported users.acl, and `sh -n` parses every shell script a container runs.
 5. The Dockerfile: base images pinned to an exact version, a numeric non-root USER that the
    manifests' runAsUser matches, an ENTRYPOINT that is one of the project's scripts, COPY
-   sources that exist, the packages it uninstalls still dependencies, and the service
-   commands importable without them (NATS and Redis are not in the image).
+   sources that exist, the packages it uninstalls still dependencies, the service
+   commands importable without them (NATS and Redis are not in the image), and every
+   distribution those commands import installed by it.
 
 Exit 0 when all hold; otherwise each failure is printed and the exit is 1.
 """
@@ -24,6 +25,7 @@ Exit 0 when all hold; otherwise each failure is printed and the exit is 1.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -198,6 +200,30 @@ def check_nats_config(objects: list[dict[str, Any]], export: Path, scratch: Path
     return [] if done.returncode == 0 else [f"nats.conf: {(done.stderr or done.stdout).strip()}"]
 
 
+def check_redis_config(objects: list[dict[str, Any]], export: Path, scratch: Path) -> list[str]:
+    """The Redis server (the one the project's tests run) loads the overlay's redis.conf,
+    with its volume and ACL file moved here; on port 0 it then exits at once."""
+    from zeromem.embedded.servers import find_redis_server
+
+    conf_dir = scratch / "redis"
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    conf = config_map(objects, "zeromem-redis-config")["redis.conf"]
+    conf = conf.replace("/etc/redis/acl/users.acl", str(export / "users.acl"))
+    conf = re.sub(r"(?m)^dir /data$", f"dir {conf_dir}", conf)
+    conf = conf.replace("/data/", f"{conf_dir}/")
+    (conf_dir / "redis.conf").write_text(conf)
+    done = subprocess.run(
+        [find_redis_server(), str(conf_dir / "redis.conf"), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if "not listen anywhere" in done.stdout + done.stderr:
+        return []
+    return [f"redis.conf: {(done.stdout + done.stderr).strip()[-500:]}"]
+
+
 def check_shell(objects: list[dict[str, Any]]) -> list[str]:
     """`sh -n` on every `sh -c SCRIPT` a container runs (commands, probes)."""
     errors = []
@@ -271,22 +297,87 @@ def check_dockerfile(path: Path, objects: list[dict[str, Any]]) -> list[str]:
         run_as = spec.get("securityContext", {}).get("runAsUser")
         if "zeromem" in images and str(run_as) != uid:
             errors.append(f"{name_of(workload)}: runAsUser {run_as}, the image's USER is {uid}")
-    return errors + check_imports_without_servers()
+    return errors + check_image_imports(path)
 
 
-def check_imports_without_servers() -> list[str]:
-    """The service commands import with the embedded servers' packages absent."""
-    blocked = "; ".join(f"sys.modules[{m!r}] = None" for m in SERVER_PACKAGES.values() if m)
-    imports = "; ".join(f"importlib.import_module({m!r})" for m in SERVICE_MODULES)
+def image_distributions(path: Path) -> set[str]:
+    """The distributions the Dockerfile leaves in the image: the project's dependencies
+    and theirs, with the dev-extra packages it names in SERVICE_EXTRAS, less the ones it
+    uninstalls."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    named = re.search(r'(?m)^ARG SERVICE_EXTRAS="([^"]*)"', path.read_text())
+    extras = named[1].split() if named else []
+    dev = [r for r in project["optional-dependencies"]["dev"] if Requirement(r).name in extras]
+    installed: set[str] = {"zeromem"}
+    todo = [Requirement(r) for r in [*project["dependencies"], *dev]]
+    while todo:
+        requirement = todo.pop()
+        name = canonicalize_name(requirement.name)
+        if name in installed:
+            continue
+        installed.add(name)
+        try:
+            requires = metadata.distribution(name).requires or []
+        except metadata.PackageNotFoundError:
+            continue
+        for line in requires:
+            sub = Requirement(line)
+            wanted = requirement.extras or {""}
+            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in wanted):
+                todo.append(sub)
+    uninstalled = {
+        p for p in SERVER_PACKAGES if re.search(rf"uninstall[^\n]*\b{p}\b", path.read_text())
+    }
+    return installed - uninstalled
+
+
+# Imports the service commands with every module of a distribution the image lacks made
+# unimportable: an optional import (``try: import orjson``) passes, a needed one fails.
+_IMPORT_AS_IN_IMAGE = """
+import importlib, json, sys
+blocked, modules = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+class NotInTheImage:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in blocked:
+            raise ModuleNotFoundError(f"No module named {name!r} in the image", name=name)
+sys.meta_path.insert(0, NotInTheImage())
+for module in modules:
+    importlib.import_module(module)
+"""
+
+
+def check_image_imports(path: Path) -> list[str]:
+    """The service commands import with only what the image installs."""
+    from importlib import metadata
+
+    from packaging.utils import canonicalize_name
+
+    kept = image_distributions(path)
+    blocked = sorted(
+        module
+        for module, owners in metadata.packages_distributions().items()
+        if not any(canonicalize_name(o) in kept for o in owners)
+    )
     done = subprocess.run(
-        [sys.executable, "-c", f"import importlib, sys; {blocked}; {imports}"],
+        [
+            sys.executable,
+            "-c",
+            _IMPORT_AS_IN_IMAGE,
+            json.dumps(blocked),
+            json.dumps(SERVICE_MODULES),
+        ],
         capture_output=True,
         text=True,
         check=False,
     )
     if done.returncode == 0:
         return []
-    return [f"the image's commands need a server package: {done.stderr.strip().splitlines()[-1]}"]
+    return [f"Dockerfile: the image's commands fail: {done.stderr.strip().splitlines()[-1]}"]
 
 
 def check_image_tag(objects: list[dict[str, Any]]) -> list[str]:
@@ -317,13 +408,15 @@ def main() -> int:
             errors = [f"{v}: {e}" for v in KUBERNETES_VERSIONS for e in validate(objects, v)]
             errors += missing_secrets(objects, made)
             errors += check_nats_config(objects, export, Path(tmp) / name)
+            errors += check_redis_config(objects, export, Path(tmp) / name)
             errors += check_shell(objects)
             errors += check_image_tag(objects)
             if name == "prod":
                 errors += check_dockerfile(ROOT / "Dockerfile", objects)
             print(
                 f"overlay {name}: {len(objects)} objects, valid against Kubernetes "
-                f"{' and '.join(KUBERNETES_VERSIONS)} (strict); Secrets, nats.conf, scripts"
+                f"{' and '.join(KUBERNETES_VERSIONS)} (strict); "
+                "Secrets, nats.conf, redis.conf, scripts"
                 + (", Dockerfile" if name == "prod" else "")
                 + (" ok" if not errors else f": {len(errors)} problem(s)")
             )
