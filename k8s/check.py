@@ -150,13 +150,17 @@ def missing_secrets(objects: list[dict[str, Any]], made: list[dict[str, Any]]) -
     ]
 
 
-def export_authority(directory: Path) -> tuple[Path, Path]:
-    """A throwaway authority's `zeromem auth export`, and an MCP token file of one agent."""
+def export_authority(directory: Path) -> tuple[Path, Path, str]:
+    """A throwaway authority's `zeromem auth export`, an MCP token file of one agent
+    (acme/claude) and that token."""
     env = dict(os.environ, ZEROMEM_AUTH_DIR=str(directory / "auth"))
     zeromem = [sys.executable, "-m", "zeromem.cli.main", "auth"]
-    for args in (["export", str(directory / "export")], ["mcp-token", "acme", "claude"]):
-        subprocess.run([*zeromem, *args], env=env, check=True, capture_output=True)
-    return directory / "export", directory / "auth" / "mcp-tokens.json"
+    done = [
+        subprocess.run([*zeromem, *args], env=env, check=True, capture_output=True, text=True)
+        for args in (["export", str(directory / "export")], ["mcp-token", "acme", "claude"])
+    ]
+    token = done[-1].stdout.strip().splitlines()[-1]
+    return directory / "export", directory / "auth" / "mcp-tokens.json", token
 
 
 def generated_secrets(export: Path, tokens: Path) -> list[dict[str, Any]]:
@@ -394,7 +398,7 @@ def check_image_tag(objects: list[dict[str, Any]]) -> list[str]:
 def main() -> int:
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="zeromem-k8s-check-") as tmp:
-        export, tokens = export_authority(Path(tmp))
+        export, tokens, _ = export_authority(Path(tmp))
         made = generated_secrets(export, tokens)
         secret_errors = [e for v in KUBERNETES_VERSIONS for e in validate(made, v)]
         print(

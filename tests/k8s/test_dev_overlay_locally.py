@@ -14,12 +14,14 @@ memory and gets it back through NATS, as in README "Deploying on Kubernetes".
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -125,13 +127,22 @@ class Pods:
                 path.write_text(self.relocate(path.read_text()))
 
 
+@dataclass
+class Running:
+    pods: Pods
+    tmp_path: Path
+    processes: list[subprocess.Popen[bytes]]
+    mcp_url: str
+    mcp_token: str
+
+
 def expand(args: list[str], env: dict[str, str]) -> list[str]:
     return [re.sub(r"\$\((\w+)\)", lambda m: env[m[1]], a) for a in args]
 
 
 @pytest.fixture
-def running(tmp_path: Path) -> Iterator[tuple[Pods, Path, list[subprocess.Popen[bytes]]]]:
-    export, tokens = check.export_authority(tmp_path)
+def running(tmp_path: Path) -> Iterator[Running]:
+    export, tokens, token = check.export_authority(tmp_path)
     objects = check.render(check.OVERLAYS / "dev")
     pods = Pods(objects, k8s_secrets.secrets(export, tokens)["items"], tmp_path / "pods")
     processes: list[subprocess.Popen[bytes]] = []
@@ -172,7 +183,17 @@ def running(tmp_path: Path) -> Iterator[tuple[Pods, Path, list[subprocess.Popen[
             env["ZEROMEM_METRICS_PORT"] = str(free_port())
             argv = [sys.executable, "-m", "zeromem.cli.main", *expand(container["args"], env)]
             start(workload, argv, env)
-        yield pods, tmp_path, processes
+        # The MCP server: its token file names the credentials where the pod mounts them.
+        container, env = pods.materialise("zeromem-mcp")
+        env["ZEROMEM_METRICS_PORT"] = str(free_port())
+        pods.relocate_files("/etc/zeromem/mcp")
+        mcp_port = free_port()
+        args = expand(container["args"], env)
+        args[args.index("--port") + 1] = str(mcp_port)
+        args[args.index("--host") + 1] = "127.0.0.1"
+        args = [pods.relocate(a) for a in args]
+        start("zeromem-mcp", [sys.executable, "-m", "zeromem.cli.main", *args], env)
+        yield Running(pods, tmp_path, processes, f"http://127.0.0.1:{mcp_port}/mcp", token)
     finally:
         for process in reversed(processes):
             process.terminate()
@@ -202,10 +223,8 @@ def _wait_for_ports(*ports: int, timeout: float = 20.0) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_the_dev_pods_configured_as_rendered_do_a_round_trip(
-    running: tuple[Pods, Path, list[subprocess.Popen[bytes]]],
-) -> None:
-    pods, tmp_path, processes = running
+def test_the_dev_pods_configured_as_rendered_do_a_round_trip(running: Running) -> None:
+    pods, tmp_path, processes = running.pods, running.tmp_path, running.processes
     authority = Authority.load(tmp_path / "auth")
     creds = authority.issue_agent("acme", "cli").write(tmp_path / "cli.creds")
     client_env = {
@@ -240,4 +259,73 @@ def test_the_dev_pods_configured_as_rendered_do_a_round_trip(
     got = cli("get", "user:u1:pref_lang", "--json")
     assert got.returncode == 0, got.stderr
     assert '"Python"' in got.stdout
+
+    # The MCP server reads it back for the agent its bearer token names (acme/claude).
+    read = mcp_tool_call(
+        running.mcp_url,
+        running.mcp_token,
+        "memory_read",
+        {"namespace": "user", "owner": "u1", "name": "pref_lang"},
+    )
+    assert "Python" in json.dumps(read), read
     assert all(p.poll() is None for p in processes)
+
+
+def mcp_tool_call(url: str, token: str, tool: str, arguments: dict[str, Any]) -> Any:
+    """initialize, initialized, tools/call over streamable HTTP; the call's result."""
+    import httpx
+
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {token}",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+
+    def reply(response: httpx.Response) -> Any:
+        assert response.status_code == 200, (response.status_code, response.text)
+        if response.headers["content-type"].startswith("text/event-stream"):
+            data = [line[5:] for line in response.text.splitlines() if line.startswith("data:")]
+            return json.loads(data[-1])
+        return response.json()
+
+    with httpx.Client(timeout=10) as http:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                init = http.post(
+                    url,
+                    headers=headers,
+                    json={
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "initialize",
+                        "params": {
+                            "protocolVersion": "2025-06-18",
+                            "capabilities": {},
+                            "clientInfo": {"name": "k8s-test", "version": "0"},
+                        },
+                    },
+                )
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        reply(init)
+        session = init.headers.get("mcp-session-id")
+        if session:
+            headers["mcp-session-id"] = session
+        http.post(
+            url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+        )
+        call = http.post(
+            url,
+            headers=headers,
+            json={
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments},
+            },
+        )
+        return reply(call)["result"]

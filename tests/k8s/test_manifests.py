@@ -164,7 +164,7 @@ def test_termination_grace_covers_the_services_stop_bound(rendered: dict[str, Ob
 def test_every_secret_a_pod_reads_is_made_from_the_export(
     rendered: dict[str, Objects], tmp_path: Path
 ) -> None:
-    export, tokens = check.export_authority(tmp_path)
+    export, tokens, _ = check.export_authority(tmp_path)
     made = k8s_secrets.secrets(export, tokens)["items"]
     for objects in rendered.values():
         assert check.missing_secrets(objects, made) == []
