@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from zeromem.schemas.commands import WIRE_VERSION, Key, Tenant
+from zeromem.schemas.commands import Key, Tenant
 from zeromem.schemas.memory import MemoryItem, MemoryType, Tag
 
 Limit = Annotated[int, msgspec.Meta(ge=1, le=1000)]
@@ -166,14 +166,16 @@ class InfoRequest(_Query, frozen=True):
     count (a command published to the wrong shard is dead-lettered, ``wrong_shard``)."""
 
 
-class InfoReply(msgspec.Struct, frozen=True, omit_defaults=True):
-    version: int = WIRE_VERSION  # the wire contract's version (a command's ``v``)
-    shards: int = 0  # commands go to shard crc32(tenant NUL owner) mod shards
-    dedupe_window_s: float = 0.0  # a Nats-Msg-Id seen within this window is dropped
-    batch_commands: int = 0  # commands per Zm-Batch message at most
-    value_bytes: int = 0  # a command's encoded value at most
-    max_clock_skew_s: float = 0.0  # a put's created_at/updated_at vs the time it is stored
-    max_payload: int = 0  # bytes per NATS message at most (the server's max_payload)
+class InfoReply(msgspec.Struct, frozen=True):
+    """Every field always sent (no defaults to leave out)."""
+
+    version: int  # the wire contract's version (a command's ``v``)
+    shards: int  # commands go to shard crc32(tenant NUL owner) mod shards
+    dedupe_window_s: float  # a Nats-Msg-Id seen within this window is dropped
+    batch_commands: int  # commands per Zm-Batch message at most
+    value_bytes: int  # a command's encoded value at most
+    max_clock_skew_s: float  # a put's created_at/updated_at vs the time it is stored
+    max_payload: int  # bytes per NATS message at most (the server's max_payload)
 
 
 # What a refused request's ``Zm-Error`` header and ``code`` say: the request was malformed
@@ -187,7 +189,7 @@ class ErrorReply(msgspec.Struct, frozen=True, omit_defaults=True):
     with the header ``Zm-Error: <code>``."""
 
     error: str
-    code: ErrorCode = "bad_request"
+    code: ErrorCode  # always sent, as in the header
 
 
 __all__ = [

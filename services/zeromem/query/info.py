@@ -15,12 +15,13 @@ from typing import Any
 from faststream.nats import NatsBroker, NatsMessage, NatsResponse
 
 from zeromem import naming
-from zeromem.schemas import InfoReply, InfoRequest, encode
+from zeromem.schemas import WIRE_VERSION, InfoReply, InfoRequest, encode
 from zeromem.settings import Settings
 
 
 def contract_info(settings: Settings, shards: int, max_payload: int) -> InfoReply:
     return InfoReply(
+        version=WIRE_VERSION,
         shards=shards,
         dedupe_window_s=settings.dedupe_window_s,
         batch_commands=settings.limits.batch_commands,
