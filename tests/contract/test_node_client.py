@@ -35,6 +35,7 @@ CHECKS = [
     "recall",
     "change feed resume",
     "dead-lettered command",
+    "shard past the count",
     "error reply",
 ]
 

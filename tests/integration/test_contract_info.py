@@ -3,9 +3,12 @@ so a client never guesses the count (a wrong one is dead-lettered, ``wrong_shard
 
 from __future__ import annotations
 
+import pytest
+
 from zeromem import naming
 from zeromem.schemas import WIRE_VERSION, ErrorReply, InfoReply, InfoRequest, decode, encode
 from zeromem.sdk import MemoryClient
+from zeromem.sdk.errors import ZeromemError
 from zeromem.settings import Settings
 
 
@@ -41,6 +44,21 @@ async def test_a_client_discovers_the_shard_count(running: Settings, tenant: str
         running.nats_url, tenant=tenant, agent="finder", shards="auto"
     ) as found:
         assert found.shards == running.shards
+
+
+async def test_a_shard_past_the_count_is_refused_at_publish(running: Settings, tenant: str) -> None:
+    """Too large a count: a shard the deployment does not have is no subject of the
+    command stream, so the publish fails at once instead of being stored unread."""
+    async with await MemoryClient.connect(
+        running.nats_url, tenant=tenant, agent="finder", shards=running.shards * 8
+    ) as wrong:
+        owner = next(
+            f"user:u{i}"
+            for i in range(100)
+            if naming.shard_for(tenant, f"user:u{i}", running.shards * 8) >= running.shards
+        )
+        with pytest.raises(ZeromemError, match="no stream stores"):
+            await wrong.put(f"{owner}:a", 1, wait="stored")
 
 
 async def test_an_info_request_for_another_tenant_is_refused(

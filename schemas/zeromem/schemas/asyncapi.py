@@ -182,7 +182,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
     },
     "shard": {
         "description": "The owner's shard: crc32(UTF-8 of `tenant` NUL `owner`) mod the shard "
-        "count (InfoReply.shards), in decimal.",
+        "count (InfoReply.shards), in decimal. The command stream captures 0 to shards-1 only.",
         "examples": ["3"],
     },
     "namespace": {

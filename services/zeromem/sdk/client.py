@@ -30,6 +30,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import NoStreamResponseError
 from opentelemetry import propagate, trace
 
 from zeromem import naming
@@ -506,6 +507,13 @@ class MemoryClient:
         except TimeoutError:
             self._waiting.pop(command.id, None)
             raise ServiceUnavailableError("JetStream", self.timeout) from None
+        except NoStreamResponseError:
+            self._waiting.pop(command.id, None)
+            raise ZeromemError(
+                f"no stream stores {subject}: the command stream captures shards "
+                f"0..N-1 of the deployment's count (this client: {self.shards}; "
+                "discover() asks the deployment), or it is not provisioned"
+            ) from None
         if result_future is None or ack.duplicate:
             # A duplicate was stored before: this publish delivers nothing to a worker, so
             # no result would come for it (it was, or will be, applied as it was then).

@@ -426,6 +426,18 @@ await check("dead-lettered command", async () => {
   return result.reason;
 });
 
+await check("shard past the count", async () => {
+  // No stream captures a shard the deployment does not have: the publish fails at once.
+  const cmd = command("put", "user:u4:x", { value: 1, content: "too far" });
+  try {
+    await send(cmd, { shard: shards });
+  } catch (error) {
+    expect(String(error.code) === "503", `not 'no responders': ${error}`);
+    return "503 no responders";
+  }
+  throw new Error("a publish to a shard past the count was stored");
+});
+
 await check("error reply", async () => {
   const refused = await query("get", { tenant, key: "user:u1:lang", reader: "someone-else" });
   expect(refused.error === "bad_request" && refused.reply.code === "bad_request", JSON.stringify(refused));
