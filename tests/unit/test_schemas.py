@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import jsonschema
@@ -9,6 +10,7 @@ import msgspec
 import pytest
 import yaml
 
+from zeromem import naming
 from zeromem.schemas import (
     Delete,
     InvalidKeyError,
@@ -17,7 +19,7 @@ from zeromem.schemas import (
     decode_command,
     encode,
 )
-from zeromem.schemas.asyncapi import ASYNCAPI_FILE, render_asyncapi
+from zeromem.schemas.asyncapi import ASYNCAPI_FILE, HEADERS, QUERY_KINDS, render_asyncapi
 from zeromem.schemas.export import DEFAULT_DIR, SCHEMAS, render, schema_of
 
 
@@ -163,3 +165,18 @@ def test_asyncapi_document_names_every_schema_file() -> None:
     }
     # memory items and commands' parts are reached through the others
     assert set(SCHEMAS) - named == {"memory_item.v1.json", "audit_entry.v1.json"}
+
+
+def test_the_contract_page_agrees_with_the_code() -> None:
+    """schemas/README.md's test vectors are the shard function's, and it names every
+    header and query kind the AsyncAPI document has."""
+    page = (DEFAULT_DIR.parent / "README.md").read_text()
+    vectors = re.findall(r'crc32\("(\w+)\\0([\w:]+)"\) = (0x[0-9a-f]{8})', page)
+    assert len(vectors) >= 2
+    for tenant, owner, crc in vectors:
+        assert naming.shard_for(tenant, owner, 1 << 32) == int(crc, 16)
+    assert naming.shard_for("acme", "user:u1", 16) == 12 and "(shard 12 of 16" in page
+    for name in HEADERS:
+        assert f"`{name}`" in page, name
+    for kind in QUERY_KINDS:
+        assert f"`{kind}`" in page, kind
