@@ -197,7 +197,7 @@ async def test_every_command_of_a_batch_with_zm_reply_gets_its_own_result(
         subject,
         encode_batch(parts),
         headers={
-            naming.MSG_ID_HEADER: "batch-1",
+            naming.MSG_ID_HEADER: f"{client.tenant}.batch-1",  # the window spans tenants
             naming.BATCH_HEADER: "4",
             naming.REPLY_HEADER: f"{inbox}.b1",
         },
@@ -217,7 +217,7 @@ async def test_every_command_of_a_batch_with_zm_reply_gets_its_own_result(
         subject,
         b"\xc1 not an array",
         headers={
-            naming.MSG_ID_HEADER: "batch-2",
+            naming.MSG_ID_HEADER: f"{client.tenant}.batch-2",
             naming.BATCH_HEADER: "2",
             naming.REPLY_HEADER: f"{inbox}.b2",
         },
