@@ -21,6 +21,7 @@ ASYNCAPI_FILE = "asyncapi.yaml"
 SCHEMA_FORMAT = "application/schema+json;version=2020-12"
 CONTENT_TYPE = "application/msgpack"
 QUERY_KINDS = ("info", "get", "list", "recall", "stats", "owners", "archived")
+AUDITED_READS = ("get", "list", "recall", "owners", "archived")  # what a read record names
 
 _T, _A, _S = "{tenant}", "{agent}", "{shard}"
 
@@ -190,7 +191,7 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "examples": ["user"],
     },
     "owner_id": {"description": "The owner's id (`u1` of `user:u1`).", "examples": ["u1"]},
-    "kind": {"description": "What a read record is about.", "enum": list(QUERY_KINDS)},
+    "kind": {"description": "The read a record is about.", "enum": list(AUDITED_READS)},
 }
 
 
