@@ -199,7 +199,7 @@ class WorkerService:
         if engine is None:
             from zeromem.worker.analysis import default_engine
 
-            engine = default_engine(max_clock_skew_s=settings.max_clock_skew_s)
+            engine = default_engine(settings.max_clock_skew_s, self.redactor)
         self.engine = engine
         self.store = Store(
             redis, result_ttl_s=settings.result_ttl_s, tombstone_ttl_s=settings.tombstone_ttl_s
