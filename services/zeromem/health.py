@@ -84,7 +84,7 @@ def serve_health(health: Health, host: str, port: int) -> ThreadingHTTPServer:
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
+        def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 self._send(200, CONTENT_TYPE_LATEST, generate_latest(REGISTRY))

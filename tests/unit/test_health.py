@@ -30,7 +30,7 @@ async def test_liveness_fails_while_the_loop_is_blocked_and_recovers() -> None:
         health.start_beating()
         await asyncio.sleep(0.05)
         assert (await asyncio.to_thread(get, port, "/healthz"))[0] == 200
-        time.sleep(1.2)  # a stuck call holds the loop: the probe's thread still answers
+        time.sleep(1.2)  # noqa: ASYNC251 (the point: a stuck call holds the loop)
         status, body = get(port, "/healthz")
         assert status == 503 and body["loop_silent_s"] >= 1.0
         await asyncio.sleep(0.05)  # the loop turns again and beats
