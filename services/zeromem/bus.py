@@ -129,7 +129,7 @@ def connect_redis(settings: Settings) -> Redis:
 def command_stream_config(settings: Settings) -> StreamConfig:
     return StreamConfig(
         name=naming.COMMAND_STREAM,
-        subjects=[naming.COMMAND_SUBJECTS, naming.IMPORT_SUBJECTS],
+        subjects=naming.command_stream_subjects(settings.shards),
         retention=RetentionPolicy.LIMITS,  # the log is kept: audit and rebuild read it
         storage=StorageType.FILE,
         discard=DiscardPolicy.OLD,

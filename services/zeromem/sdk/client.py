@@ -23,13 +23,14 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import NoStreamResponseError
 from opentelemetry import propagate, trace
 
 from zeromem import naming
@@ -37,6 +38,7 @@ from zeromem.auth.authority import AuthError, Credential
 from zeromem.ids import new_command_id
 from zeromem.schemas import (
     CONTENT_MAX_CHARS,
+    WIRE_VERSION,
     Applied,
     Archive,
     ArchivedReply,
@@ -52,6 +54,8 @@ from zeromem.schemas import (
     Forget,
     GetReply,
     GetRequest,
+    InfoReply,
+    InfoRequest,
     ListReply,
     ListRequest,
     MemoryItem,
@@ -81,6 +85,7 @@ from zeromem.sdk.errors import (
     RequestRejectedError,
     ServiceUnavailableError,
     WaitTimeoutError,
+    ZeromemError,
 )
 from zeromem.sdk.feed import ChangeFeed
 from zeromem.telemetry import Telemetry
@@ -191,7 +196,7 @@ class MemoryClient:
         agent: str | None = None,
         creds: str | Path | Credential | None = None,
         token: str | None = None,
-        shards: int | None = None,
+        shards: int | Literal["auto"] | None = None,
         timeout: float = 5.0,
         telemetry: Telemetry | None = None,
         batch: bool = True,
@@ -204,7 +209,9 @@ class MemoryClient:
         authority (see ``zeromem.auth.credentials``). ``tenant`` and ``agent`` default to
         the credential's own. ``batch=False`` sends every fire-and-forget write as a
         message of its own (see ``zeromem.sdk.batching``). ``settings`` (default: from the
-        environment) says where the local stack and its authority are."""
+        environment) says where the local stack and its authority are. ``shards="auto"``
+        asks the read services for the deployment's shard count (``discover``) instead of
+        taking it from the settings."""
         from zeromem.auth.credentials import agent_credential, check_identity, nats_options
         from zeromem.settings import Settings
 
@@ -238,7 +245,7 @@ class MemoryClient:
             nc,
             tenant=tenant,
             agent=agent,
-            shards=shards or settings.shards,
+            shards=settings.shards if shards in (None, "auto") else shards,  # type: ignore[arg-type]
             timeout=timeout,
             own_connection=True,
             telemetry=telemetry,
@@ -246,6 +253,12 @@ class MemoryClient:
             dedupe_secret=secret,
         )
         made.append(client)
+        if shards == "auto":
+            try:
+                await client.discover()
+            except BaseException:
+                await nc.close()
+                raise
         return client
 
     @property
@@ -494,6 +507,13 @@ class MemoryClient:
         except TimeoutError:
             self._waiting.pop(command.id, None)
             raise ServiceUnavailableError("JetStream", self.timeout) from None
+        except NoStreamResponseError:
+            self._waiting.pop(command.id, None)
+            raise ZeromemError(
+                f"no stream stores {subject}: the command stream captures shards "
+                f"0..N-1 of the deployment's count (this client: {self.shards}; "
+                "discover() asks the deployment), or it is not provisioned"
+            ) from None
         if result_future is None or ack.duplicate:
             # A duplicate was stored before: this publish delivers nothing to a worker, so
             # no result would come for it (it was, or will be, applied as it was then).
@@ -661,6 +681,25 @@ class MemoryClient:
             tenant=self.tenant, reader=self.agent, owner=owner, key=key, cursor=cursor, limit=limit
         )
         return await self._request("archived", request, ArchivedReply)
+
+    async def info(self) -> InfoReply:
+        """The deployment's contract version, shard count and limits (the ``info`` query)."""
+        return await self._request(
+            "info", InfoRequest(tenant=self.tenant, reader=self.agent), InfoReply
+        )
+
+    async def discover(self) -> InfoReply:
+        """Take the shard count from the deployment (``info``), so commands reach the right
+        shard whatever this process's settings say; refuses another contract version."""
+        info = await self.info()
+        if info.version != WIRE_VERSION:
+            raise ZeromemError(
+                f"the deployment speaks wire contract v{info.version}, this SDK v{WIRE_VERSION}"
+            )
+        if info.shards != self.shards:
+            self.shards = info.shards
+            self._route.cache_clear()
+        return info
 
     async def stats(self, since: float = 0.0, until: float = 0.0) -> StatsReply:
         """This tenant's recall token usage per agent and minute (for ``zeromem stats``)."""

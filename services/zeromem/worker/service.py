@@ -42,11 +42,12 @@ from redis.exceptions import RedisError
 
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis, open_shard_consumer, provision
+from zeromem.health import Health
 from zeromem.heap import settle_after_start
 from zeromem.lifecycle.audit import dead_letter_entry, write_entry
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
 from zeromem.lifecycle.settings import LifecycleSettings
-from zeromem.limits import refusal
+from zeromem.limits import Limits, refusal
 from zeromem.logs import BoundedLog
 from zeromem.quota import RateQuota
 from zeromem.schemas import (
@@ -1512,10 +1513,12 @@ class WorkerService:
                 and (reply_to := headers.get(naming.REPLY_HEADER))
                 and reply_allowed(msg.subject, reply_to)
             ):
+                whole_batch = letter.index is None and naming.BATCH_HEADER in headers
                 try:
-                    await self.nc.publish(
-                        reply_to, encode(_rejection(msg, reply_to, letter.reason))
-                    )
+                    for rejected in _rejections(
+                        msg, letter.raw, reply_to, letter.reason, whole_batch, self.limits
+                    ):
+                        await self.nc.publish(reply_to, encode(rejected))
                 except Exception as exc:
                     if classify(exc) is Fault.OUTAGE:
                         raise
@@ -1650,16 +1653,48 @@ def _header_text(text: str) -> str:
     return "".join(c if " " <= c <= "~" else "?" for c in text[:200])
 
 
-def _rejection(msg: Msg, reply_to: str, reason: str) -> Result:
-    command_id = reply_to.rsplit(".", 1)[-1]  # the SDK waits on {inbox}.{command id}
-    return Rejected(
-        command_id=command_id,
-        tenant=_tenant_label(msg.subject),
-        key="",
-        op="",
-        reason=reason,
-        applied_at=time.time(),
-    )
+class _Named(msgspec.Struct):
+    """What a refused command's bytes may still tell, read leniently: its id, key, op."""
+
+    id: str = ""
+    key: str = ""
+    op: str = ""
+
+
+_named_decoder = msgspec.msgpack.Decoder(_Named)
+
+
+def _rejections(
+    msg: Msg, raw: bytes, reply_to: str, reason: str, whole_batch: bool, limits: Limits
+) -> list[Result]:
+    """The ``rejected`` results a caller waiting on a refused message gets: one per
+    command (a batch refused whole, one per command it holds, up to the batch limit),
+    each with the command's own id, key and op when its bytes still say them. Otherwise
+    the id is the reply subject's last token (the SDK waits on {inbox}.{command id})."""
+    parts = [raw]
+    if whole_batch:
+        with contextlib.suppress(Exception):
+            parts = split_batch(raw)[: limits.batch_commands] or [raw]
+    tenant, fallback = _tenant_label(msg.subject), reply_to.rsplit(".", 1)[-1]
+    now = time.time()
+    rejected: list[Result] = []
+    for part in parts:
+        try:
+            named = _named_decoder.decode(part)
+        except Exception:
+            named = _Named()
+        good = 0 < len(named.id) <= 64 and len(named.key) <= limits.key_chars
+        rejected.append(
+            Rejected(
+                command_id=named.id if good else fallback,
+                tenant=tenant,
+                key=named.key[:256] if good else "",
+                op=named.op[:16] if good else "",
+                reason=reason,
+                applied_at=now,
+            )
+        )
+    return rejected
 
 
 @functools.lru_cache(maxsize=65536)
@@ -1703,10 +1738,16 @@ async def run_worker(settings: Settings, index: int, count: int) -> None:
     shards = naming.shards_of_worker(index, count, settings.shards)
     nc = await connect_nats(settings, name=f"zeromem-worker-{index}")
     redis = connect_redis(settings)
+    health = Health(settings.liveness_stall_s)
     telemetry = configure_telemetry(
-        TelemetryConfig("worker", settings.metrics_port, settings.metrics_host)
+        TelemetryConfig("worker", settings.metrics_port, settings.metrics_host), health
     )
     worker = await WorkerService(settings, shards, nc=nc, redis=redis, telemetry=telemetry).start()
+    # Ready: connected, and consuming every shard this index owns (a lease held elsewhere,
+    # say by the pod this one replaces, keeps it unready until the lease moves).
+    health.ready_when("nats_connected", lambda: nc.is_connected)
+    health.ready_when("owns_its_shards", lambda: worker.owned == set(worker.shards))
+    health.started()
     settle_after_start()
     log.info("worker %d/%d owns shards %s", index, count, shards)
     try:
