@@ -134,6 +134,8 @@ class Running:
     processes: list[subprocess.Popen[bytes]]
     mcp_url: str
     mcp_token: str
+    # workload -> (its container, the metrics port it listens on here)
+    probed: dict[str, tuple[dict[str, Any], int]]
 
 
 def expand(args: list[str], env: dict[str, str]) -> list[str]:
@@ -178,9 +180,11 @@ def running(tmp_path: Path) -> Iterator[Running]:
         conf.write_text(text.replace("bind * -::*", "bind 127.0.0.1"))
         start("redis", [find_redis_server(), str(conf)], env)
         _wait_for_ports(pods.ports["zeromem-nats:4222"], pods.ports["zeromem-redis:6379"])
+        probed: dict[str, tuple[dict[str, Any], int]] = {}
         for workload in ("zeromem-worker", "zeromem-serve"):
             container, env = pods.materialise(workload)
             env["ZEROMEM_METRICS_PORT"] = str(free_port())
+            probed[workload] = (container, int(env["ZEROMEM_METRICS_PORT"]))
             argv = [sys.executable, "-m", "zeromem.cli.main", *expand(container["args"], env)]
             start(workload, argv, env)
         # The MCP server: its token file names the credentials where the pod mounts them.
@@ -193,7 +197,7 @@ def running(tmp_path: Path) -> Iterator[Running]:
         args[args.index("--host") + 1] = "127.0.0.1"
         args = [pods.relocate(a) for a in args]
         start("zeromem-mcp", [sys.executable, "-m", "zeromem.cli.main", *args], env)
-        yield Running(pods, tmp_path, processes, f"http://127.0.0.1:{mcp_port}/mcp", token)
+        yield Running(pods, tmp_path, processes, f"http://127.0.0.1:{mcp_port}/mcp", token, probed)
     finally:
         for process in reversed(processes):
             process.terminate()
@@ -268,6 +272,19 @@ def test_the_dev_pods_configured_as_rendered_do_a_round_trip(running: Running) -
         {"namespace": "user", "owner": "u1", "name": "pref_lang"},
     )
     assert "Python" in json.dumps(read), read
+
+    # Each probe the manifests give the worker and the read services answers 200 here.
+    # (`zeromem mcp` serves no metrics address yet: its probes are not tried.)
+    import httpx
+
+    for workload, (container, port) in running.probed.items():
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            get = container[probe]["httpGet"]
+            assert get["port"] == "metrics"
+            (metrics,) = [p for p in container["ports"] if p["name"] == "metrics"]
+            assert metrics["containerPort"] == 9464
+            answer = httpx.get(f"http://127.0.0.1:{port}{get['path']}", timeout=5)
+            assert answer.status_code == 200, (workload, probe, answer.text)
     assert all(p.poll() is None for p in processes)
 
 
