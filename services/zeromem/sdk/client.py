@@ -83,6 +83,7 @@ from zeromem.sdk.errors import (
     WaitTimeoutError,
 )
 from zeromem.sdk.feed import ChangeFeed
+from zeromem.settings import nats_servers
 from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -735,7 +736,10 @@ async def _connect_or_refused(url: str, **options: Any) -> NatsClient:
         if holder and not holder[0].is_closed:
             asyncio.get_running_loop().create_task(holder[0].close())
 
-    connecting = asyncio.ensure_future(nats.connect(url, error_cb=on_error, **options))
+    # a comma-separated URL names several nodes of a cluster (settings.nats_servers)
+    connecting = asyncio.ensure_future(
+        nats.connect(nats_servers(url), error_cb=on_error, **options)
+    )
     await asyncio.wait({connecting, refused}, return_when=asyncio.FIRST_COMPLETED)
     if not connecting.done():
         connecting.cancel()
