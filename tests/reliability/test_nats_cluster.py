@@ -32,26 +32,10 @@ async def replicated(
             print_service_logs(deployment.root)
 
 
-async def test_streams_have_three_replicas_on_the_cluster(replicated: Cluster) -> None:
-    nc = await connect_nats(replicated.settings, "observer")
-    try:
-        js = nc.jetstream()
-        for stream in (
-            naming.COMMAND_STREAM,
-            naming.DEAD_LETTER_STREAM,
-            naming.CHANGE_STREAM,
-            naming.AUDIT_STREAM,
-        ):
-            info = await js.stream_info(stream)
-            assert info.config.num_replicas == 3, stream
-            assert info.cluster is not None and len(info.cluster.replicas or []) == 2, stream
-    finally:
-        await nc.close()
-
-
 async def test_a_node_killed_and_restarted_at_a_time_loses_nothing(
     replicated: Cluster, tenant: str
 ) -> None:
+    await assert_three_replicas(replicated)
     await replicated.start_services(workers=2)
     assert isinstance(replicated.nats, NatsCluster)
     nodes = replicated.nats.nodes
@@ -78,3 +62,20 @@ async def test_a_node_killed_and_restarted_at_a_time_loses_nothing(
     )
     report.extra["kills"] = kills
     assert_clean(report)
+
+
+async def assert_three_replicas(replicated: Cluster) -> None:
+    nc = await connect_nats(replicated.settings, "observer")
+    try:
+        js = nc.jetstream()
+        for stream in (
+            naming.COMMAND_STREAM,
+            naming.DEAD_LETTER_STREAM,
+            naming.CHANGE_STREAM,
+            naming.AUDIT_STREAM,
+        ):
+            info = await js.stream_info(stream)
+            assert info.config.num_replicas == 3, stream
+            assert info.cluster is not None and len(info.cluster.replicas or []) == 2, stream
+    finally:
+        await nc.close()

@@ -30,6 +30,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import NoStreamResponseError
 from opentelemetry import propagate, trace
 
 from zeromem import naming
@@ -492,7 +493,10 @@ class MemoryClient:
         ack_future = await self.js.publish_async(subject, encode(command), headers=headers)
         try:
             ack = await asyncio.wait_for(ack_future, self.timeout)
-        except TimeoutError:
+        except (TimeoutError, NoStreamResponseError):
+            # No stream answered: on a cluster, the stream is electing a new leader after
+            # a node was lost (seconds); either way the command may be sent again with
+            # the same id (JetStream drops the duplicate).
             self._waiting.pop(command.id, None)
             raise ServiceUnavailableError("JetStream", self.timeout) from None
         if result_future is None or ack.duplicate:
