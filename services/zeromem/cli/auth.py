@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from zeromem.auth.authority import AuthError, Authority
-from zeromem.settings import Settings
+from zeromem.settings import Settings, nats_servers
 
 
 def _authority(args: argparse.Namespace, create: bool = False) -> Authority:
@@ -126,7 +126,7 @@ async def _push(args: argparse.Namespace, authority: Authority) -> str:
 
     async def connect(creds: Path) -> Any:
         return await nats.connect(
-            url,
+            nats_servers(url),
             allow_reconnect=False,
             connect_timeout=5,
             **nats_options(settings, load_credential(creds)),

@@ -88,6 +88,7 @@ from zeromem.sdk.errors import (
     ZeromemError,
 )
 from zeromem.sdk.feed import ChangeFeed
+from zeromem.settings import nats_servers
 from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -504,7 +505,10 @@ class MemoryClient:
         ack_future = await self.js.publish_async(subject, encode(command), headers=headers)
         try:
             ack = await asyncio.wait_for(ack_future, self.timeout)
-        except TimeoutError:
+        except (TimeoutError, NoStreamResponseError):
+            # No stream answered: on a cluster, the stream is electing a new leader after
+            # a node was lost (seconds); either way the command may be sent again with
+            # the same id (JetStream drops the duplicate).
             self._waiting.pop(command.id, None)
             raise ServiceUnavailableError("JetStream", self.timeout) from None
         except NoStreamResponseError:
@@ -774,7 +778,10 @@ async def _connect_or_refused(url: str, **options: Any) -> NatsClient:
         if holder and not holder[0].is_closed:
             asyncio.get_running_loop().create_task(holder[0].close())
 
-    connecting = asyncio.ensure_future(nats.connect(url, error_cb=on_error, **options))
+    # a comma-separated URL names several nodes of a cluster (settings.nats_servers)
+    connecting = asyncio.ensure_future(
+        nats.connect(nats_servers(url), error_cb=on_error, **options)
+    )
     await asyncio.wait({connecting, refused}, return_when=asyncio.FIRST_COMPLETED)
     if not connecting.done():
         connecting.cancel()
