@@ -82,6 +82,7 @@ from zeromem.schemas import (
 from zeromem.sdk.acks import AckCounter
 from zeromem.sdk.batching import CommandBatcher
 from zeromem.sdk.errors import (
+    NoStreamError,
     RequestRejectedError,
     ServiceUnavailableError,
     WaitTimeoutError,
@@ -505,19 +506,12 @@ class MemoryClient:
         ack_future = await self.js.publish_async(subject, encode(command), headers=headers)
         try:
             ack = await asyncio.wait_for(ack_future, self.timeout)
-        except (TimeoutError, NoStreamResponseError):
-            # No stream answered: on a cluster, the stream is electing a new leader after
-            # a node was lost (seconds); either way the command may be sent again with
-            # the same id (JetStream drops the duplicate).
+        except TimeoutError:
             self._waiting.pop(command.id, None)
             raise ServiceUnavailableError("JetStream", self.timeout) from None
         except NoStreamResponseError:
             self._waiting.pop(command.id, None)
-            raise ZeromemError(
-                f"no stream stores {subject}: the command stream captures shards "
-                f"0..N-1 of the deployment's count (this client: {self.shards}; "
-                "discover() asks the deployment), or it is not provisioned"
-            ) from None
+            raise NoStreamError(subject, self.shards) from None
         if result_future is None or ack.duplicate:
             # A duplicate was stored before: this publish delivers nothing to a worker, so
             # no result would come for it (it was, or will be, applied as it was then).
