@@ -95,23 +95,42 @@ def print_stats(tenant: str, rows: Sequence[UsageRow], console: Console | None =
             grand[k] += t[k]
         table.add_row(agent, *_usage_cells(t))
     table.add_row("all", *_usage_cells(grand), style="bold")
+    table.caption = (
+        "injected and baseline: memory content tokens (cl100k_base); the [date type key] "
+        "header of each line is left out of both"
+    )
     console.print(table)
+    print_stats_chart(rows, grand, console)
 
+
+def print_stats_chart(
+    rows: Sequence[UsageRow], totals: dict[str, int], console: Console | None = None
+) -> None:
+    """Tokens per minute over the period; with fewer than two minutes of recalls (a first
+    try, a demo), the period's totals as bars instead, so there is always a chart."""
     import plotext as plt
 
-    minutes, series = usage_series(rows)
-    if len(minutes) < 2:
-        return
+    console = console or Console()
     plt.clear_figure()
     plt.plotsize(min(console.width, 100), 18)
-    labels = [datetime.fromtimestamp(m, UTC).strftime("%H:%M") for m in minutes]
-    for name, color in (("history", "red"), ("baseline", "orange"), ("injected", "green")):
-        if any(series[name]):
-            plt.plot(list(range(len(minutes))), series[name], label=f"{name} tokens", color=color)
-    step = max(1, len(labels) // 8)
-    plt.xticks(list(range(0, len(labels), step)), labels[::step])
-    plt.title("tokens per minute (UTC)")
-    plt.show()
+    if not console.is_terminal:
+        plt.theme("clear")  # no colour codes in a file or a pipe
+    minutes, series = usage_series(rows)
+    if len(minutes) >= 2:
+        labels = [datetime.fromtimestamp(m, UTC).strftime("%H:%M") for m in minutes]
+        for name, color in (("history", "red"), ("baseline", "orange"), ("injected", "green")):
+            if any(series[name]):
+                plt.plot(
+                    list(range(len(minutes))), series[name], label=f"{name} tokens", color=color
+                )
+        step = max(1, len(labels) // 8)
+        plt.xticks(list(range(0, len(labels), step)), labels[::step])
+        plt.title("tokens per minute (UTC)")
+    else:
+        names = [n for n in ("injected", "baseline", "history") if totals[n] or n != "history"]
+        plt.bar(names, [totals[n] for n in names], color=["green", "orange", "red"][: len(names)])
+        plt.title("tokens over the period")
+    print(plt.build(), file=console.file, flush=True)
 
 
 def _usage_cells(t: dict[str, int]) -> list[str]:
