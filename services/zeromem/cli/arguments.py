@@ -75,6 +75,12 @@ def agent(text: str) -> str:
     return text
 
 
+def tag(text: str) -> str:
+    if not 1 <= len(text) <= 64 or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(f"invalid tag {text!r}: expected {SHAPE_OF_FIELD['tags']}")
+    return text
+
+
 def number(
     low: float | None = None,
     high: float | None = None,

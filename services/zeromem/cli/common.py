@@ -128,8 +128,9 @@ def require(module: str, extra: str, feature: str) -> Any:
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
+    data_dir = getattr(args, "data_dir", None)
     return Settings.from_env(
-        data_dir=getattr(args, "data_dir", None), shards=getattr(args, "shards", None)
+        data_dir=Path(data_dir) if data_dir else None, shards=getattr(args, "shards", None)
     )
 
 
@@ -139,13 +140,12 @@ def candidate_data_dirs(settings: Settings, explicit: bool) -> Iterator[Path]:
     if explicit:
         yield settings.data_dir
         return
-    here = Path.cwd().resolve()
-    name = settings.data_dir.name if not settings.data_dir.is_absolute() else None
-    if name is None:  # ZEROMEM_DATA_DIR as an absolute path: that one only
+    if settings.data_dir.is_absolute():  # ZEROMEM_DATA_DIR as an absolute path: that one
         yield settings.data_dir
         return
+    here = Path.cwd().resolve()
     for directory in (here, *here.parents):
-        yield directory / name
+        yield directory / settings.data_dir
 
 
 def resolved_settings(args: argparse.Namespace) -> Settings:
@@ -287,7 +287,7 @@ def classify(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, WaitTimeoutError):
         return EXIT_UNAVAILABLE, str(exc)
     if isinstance(exc, RequestRejectedError):
-        code = EXIT_USAGE if exc.code in ("invalid", "limit") else EXIT_UNAVAILABLE
+        code = EXIT_USAGE if exc.code in ("invalid", "limit", "bad_request") else EXIT_UNAVAILABLE
         message = in_user_terms(str(exc).removeprefix(f"{exc.code}: "))
         return code, f"the service refused the request ({exc.code}): {message}"
     if isinstance(exc, ZeromemError):

@@ -370,9 +370,7 @@ def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.Argume
         "one tenant or everything (e.g. after Redis lost its data). The "
         "workers pause while it runs and resume where it ended.",
     )
-    rebuild.add_argument(
-        "--tenant", type=arg.tenant, default="", help="only this tenant (default: everything)"
-    )
+    rebuild.add_argument("--tenant", type=arg.tenant, help="only this tenant (default: everything)")
     rebuild.add_argument("--yes", action="store_true", help="do it (it replaces the state)")
     rebuild.add_argument("--json", action="store_true", help="print JSON")
     rebuild.set_defaults(func=cmd_rebuild)

@@ -620,7 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     content_arguments(put)
     put.add_argument("--type", default="fact", choices=[t.value for t in MemoryType])
-    put.add_argument("--tag", action="append", help="a tag (repeatable)")
+    put.add_argument("--tag", action="append", type=arg.tag, help="a tag (repeatable)")
     put.add_argument(
         "--ref", action="append", type=arg.memory_key, help="key of a related memory (repeatable)"
     )
@@ -647,7 +647,7 @@ def build_parser() -> argparse.ArgumentParser:
     patch.add_argument("key", metavar="KEY", type=arg.memory_key)
     value_arguments(patch, "PATCH")
     content_arguments(patch)
-    patch.add_argument("--tag", action="append", help="replace the tags (repeatable)")
+    patch.add_argument("--tag", action="append", type=arg.tag, help="replace the tags (repeatable)")
     write_arguments(patch)
     patch.set_defaults(func=cmd_patch)
 

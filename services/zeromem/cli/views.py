@@ -96,7 +96,7 @@ def print_stats(tenant: str, rows: Sequence[UsageRow], console: Console | None =
         table.add_row(agent, *_usage_cells(t))
     table.add_row("all", *_usage_cells(grand), style="bold")
     table.caption = (
-        "injected and baseline: memory content tokens (cl100k_base); the [date type key] "
+        "injected and baseline: memory content tokens (cl100k_base); the \\[date type key] "
         "header of each line is left out of both"
     )
     console.print(table)
@@ -113,8 +113,7 @@ def print_stats_chart(
     console = console or Console()
     plt.clear_figure()
     plt.plotsize(min(console.width, 100), 18)
-    if not console.is_terminal:
-        plt.theme("clear")  # no colour codes in a file or a pipe
+    colour = console.is_terminal
     minutes, series = usage_series(rows)
     if len(minutes) >= 2:
         labels = [datetime.fromtimestamp(m, UTC).strftime("%H:%M") for m in minutes]
@@ -128,9 +127,12 @@ def print_stats_chart(
         plt.title("tokens per minute (UTC)")
     else:
         names = [n for n in ("injected", "baseline", "history") if totals[n] or n != "history"]
-        plt.bar(names, [totals[n] for n in names], color=["green", "orange", "red"][: len(names)])
+        plt.bar(names, [totals[n] for n in names], color="orange")
         plt.title("tokens over the period")
-    print(plt.build(), file=console.file, flush=True)
+    chart = plt.build()
+    if not colour:  # no colour codes in a file or a pipe
+        chart = plt.uncolorize(chart)
+    print(chart, file=console.file, flush=True)
 
 
 def _usage_cells(t: dict[str, int]) -> list[str]:
