@@ -142,3 +142,38 @@ def test_server_messages_are_reworded_in_the_command_lines_terms() -> None:
     assert in_user_terms("Expected `str` of length <= 200 - at `$.content`").startswith(
         "--content:"
     )
+
+
+def test_the_langgraph_store_names_its_extra(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['langgraph'] = None\n")
+    out = subprocess.run(
+        [sys.executable, "-c", "import zeromem.integrations.langgraph_store"],
+        env=dict(clean_env(), PYTHONPATH=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 1
+    assert "pip install 'zeromem[langgraph]'" in out.stderr.strip().splitlines()[-1]
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cooperating_agents.py"
+
+
+def test_an_example_refuses_a_flag_and_says_when_no_stack_runs(tmp_path: Path) -> None:
+    run_example = lambda *args: subprocess.run(  # noqa: E731
+        [sys.executable, str(EXAMPLE), *args],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,  # it once retried for ever, printing tracebacks
+    )
+    flag = run_example("--short")
+    assert flag.returncode == 2 and "unrecognized arguments: --short" in flag.stderr
+    alone = run_example()
+    assert alone.returncode == 1 and "Traceback" not in alone.stderr
+    assert alone.stderr.startswith("error: no NATS URL given and no zeromem stack found")
+    wrong = run_example("--nats-url", "nats://127.0.0.1:1")
+    assert wrong.returncode == 1 and "Traceback" not in wrong.stderr
+    assert "cannot connect to NATS at nats://127.0.0.1:1 within 10s" in wrong.stderr

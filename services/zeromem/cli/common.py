@@ -111,19 +111,6 @@ def in_user_terms(message: str) -> str:
     return text
 
 
-def require(module: str, extra: str, feature: str) -> Any:
-    """Import an optional dependency, or say which extra to install."""
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise CliError(
-            f"{feature} needs the optional package {module.split('.')[0]!r}",
-            f"pip install 'zeromem[{extra}]' (or 'zeromem[all]')",
-        ) from None
-
-
 # --- finding the stack ---------------------------------------------------------------------
 
 
@@ -196,7 +183,12 @@ def admin_settings(args: argparse.Namespace) -> Settings:
 def client_call(args: argparse.Namespace, body: Callable[[Any], Awaitable[int]]) -> int:
     """Connect as the CLI's agent, run ``body(client)``, close. Errors propagate to
     ``report_error``, which words them."""
+    import logging
+
     from zeromem.sdk import MemoryClient
+
+    if not getattr(args, "debug", False):  # its failures end as the one error line
+        logging.getLogger("zeromem.sdk").setLevel(logging.ERROR)
 
     async def run() -> int:
         settings = resolved_settings(args)
@@ -268,6 +260,7 @@ def classify(exc: BaseException) -> tuple[int, str]:
     """(exit code, one line) for an exception that reached the top of a command."""
     from zeromem.auth.authority import AuthError
     from zeromem.embedded.servers import ServerNotFoundError, ServerStartError
+    from zeromem.extras import MissingExtraError
     from zeromem.sdk.errors import (
         RequestRejectedError,
         ServiceUnavailableError,
@@ -277,6 +270,8 @@ def classify(exc: BaseException) -> tuple[int, str]:
 
     if isinstance(exc, CliError):
         return exc.code, str(exc)
+    if isinstance(exc, MissingExtraError):
+        return EXIT_USAGE, str(exc)
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED, "interrupted"
     if isinstance(exc, ServiceUnavailableError):

@@ -32,11 +32,11 @@ from zeromem.cli.common import (
     print_json,
     print_receipt,
     report_error,
-    require,
     resolved_settings,
     settings_of,
 )
 from zeromem.cli.lifecycle import add_lifecycle_parsers
+from zeromem.extras import require
 from zeromem.schemas import FeedbackKind, MemoryItem, MemoryType
 
 ENVIRONMENT_HELP = """environment:
@@ -794,6 +794,7 @@ def main(argv: list[str] | None = None) -> int:
         setattr(args, late, extra.pop())
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.debug = debug
     try:
         return int(args.func(args) or 0)
     except (Exception, KeyboardInterrupt) as exc:

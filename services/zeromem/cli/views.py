@@ -150,8 +150,9 @@ def _usage_cells(t: dict[str, int]) -> list[str]:
 
 
 def save_stats_png(tenant: str, rows: Sequence[UsageRow], path: str) -> None:
-    import matplotlib
+    from zeromem.extras import require
 
+    matplotlib = require("matplotlib", "charts", "`zeromem stats --png`")
     matplotlib.use("Agg")  # no display here, and none needed
     import matplotlib.pyplot as plt
 

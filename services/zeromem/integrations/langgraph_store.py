@@ -53,6 +53,9 @@ from collections.abc import Coroutine, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from zeromem.extras import require
+
+require("langgraph", "langgraph", "zeromem's LangGraph store")
 from langgraph.store.base import (
     BaseStore,
     GetOp,
