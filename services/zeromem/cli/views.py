@@ -14,11 +14,18 @@ from zeromem.schemas import RecallReply, UsageRow
 def print_recall(reply: RecallReply, explain: bool, console: Console | None = None) -> None:
     console = console or Console()
     console.print(reply.context.rstrip() or "(nothing recalled)", markup=False, highlight=False)
+    from zeromem.recall.tokens import DEFAULT_ENCODING, token_counter
+
     estimate = " (estimated)" if reply.baseline_estimated else ""
+    # Content against content, as `zeromem stats` counts (the baseline is content only).
+    count = token_counter(DEFAULT_ENCODING)
+    content = sum(count(m.content) for m in reply.memories)
     console.print(
-        f"\n{len(reply.memories)} memories, {reply.tokens} tokens; injecting every memory "
-        f"in scope would cost {reply.baseline_tokens}{estimate}: {reply.saved_tokens} saved",
+        f"\n{len(reply.memories)} memories, {reply.tokens} tokens with their headers, "
+        f"{content} of content; every memory in scope is {reply.baseline_tokens} tokens of "
+        f"content{estimate}: {reply.baseline_tokens - content} saved",
         style="dim",
+        highlight=False,
     )
     if not explain:
         return
