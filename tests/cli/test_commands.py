@@ -6,38 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ZEROMEM = [sys.executable, "-m", "zeromem.cli.main"]
-
-
-async def cli(
-    settings: Any, *args: str, stdin: str = "", cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = dict(
-        os.environ,
-        ZEROMEM_NATS_URL=settings.nats_url,
-        ZEROMEM_REDIS_URL=settings.redis_url,
-        ZEROMEM_SHARDS=str(settings.shards),
-        COLUMNS="200",
-    )
-    proc = await asyncio.create_subprocess_exec(
-        *ZEROMEM,
-        *args,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
-    assert "Traceback" not in err.decode(), err.decode()
-    return subprocess.CompletedProcess(args, proc.returncode or 0, out.decode(), err.decode())
+from tests.integration.test_lifecycle_cli import cli
 
 
 async def value_of(settings: Any, tenant: str, key: str) -> dict[str, Any]:

@@ -14,35 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_cli_up import clean_env, cli
+from tests.integration.test_cli_up import clean_env, cli, start_ready
 
 ZEROMEM = [sys.executable, "-m", "zeromem.cli.main"]
-
-
-def start(cwd: Path, *top: str, as_json: bool = False) -> tuple[subprocess.Popen[str], list[str]]:
-    """`up` until it prints its ready banner (or its JSON); its stdout lines so far."""
-    proc = subprocess.Popen(
-        [*ZEROMEM, *top, "up", "--workers", "1", *(["--json"] if as_json else [])],
-        cwd=cwd,
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            break
-        lines.append(line)
-        if "up and ready" in line or '"status": "ready"' in line:
-            while "Ctrl-C" not in lines[-1] and '"ready"' not in lines[-1]:
-                lines.append(proc.stdout.readline())
-            return proc, lines
-    proc.kill()
-    pytest.fail("zeromem up did not get ready: " + "".join(lines))
 
 
 def children_of(pid: int) -> list[int]:
@@ -68,7 +42,7 @@ def wait_gone(pids: list[int], timeout: float = 15) -> list[int]:
 
 
 def test_ready_means_the_first_command_works(tmp_path: Path) -> None:
-    proc, lines = start(tmp_path)
+    proc, lines = start_ready(tmp_path)
     try:
         # no retry: the workers hold the shards and the read services answer
         got = cli(tmp_path, "get", "user:u1:none")
@@ -88,7 +62,7 @@ def test_ready_means_the_first_command_works(tmp_path: Path) -> None:
 
 
 def test_a_second_up_names_the_first_and_leaves_it_running(tmp_path: Path) -> None:
-    proc, _ = start(tmp_path)
+    proc, _ = start_ready(tmp_path)
     try:
         state = (tmp_path / ".zeromem" / "stack.json").read_text()
         second = subprocess.run(
@@ -113,14 +87,14 @@ def test_a_second_up_names_the_first_and_leaves_it_running(tmp_path: Path) -> No
 def test_children_die_with_up(tmp_path: Path, sig: signal.Signals) -> None:
     """Closing the terminal (SIGHUP) or killing `up` outright (SIGKILL) leaves no NATS,
     Redis, read service or worker behind, and a new `up` starts on the same data."""
-    proc, _ = start(tmp_path)
+    proc, _ = start_ready(tmp_path)
     assert cli(tmp_path, "put", "user:u1:k", '"kept"').returncode == 0
     children = children_of(proc.pid)
     assert len(children) == 4, children  # nats-server, redis, serve, worker
     proc.send_signal(sig)
     proc.wait(30)
     assert wait_gone(children) == []
-    proc, _ = start(tmp_path)  # the lock went with the process
+    proc, _ = start_ready(tmp_path)  # the lock went with the process
     try:
         got = cli(tmp_path, "get", "user:u1:k", "--json")
         assert json.loads(got.stdout)["item"]["value"] == "kept"
@@ -132,7 +106,7 @@ def test_children_die_with_up(tmp_path: Path, sig: signal.Signals) -> None:
 
 def test_json_banner_and_data_dir(tmp_path: Path) -> None:
     data = tmp_path / "elsewhere"
-    proc, lines = start(tmp_path, "--data-dir", str(data), as_json=True)
+    proc, lines = start_ready(tmp_path, "--data-dir", str(data), as_json=True)
     try:
         ready = json.loads(lines[-1])
         assert ready["status"] == "ready" and ready["data_dir"] == str(data)
@@ -151,7 +125,7 @@ def test_json_banner_and_data_dir(tmp_path: Path) -> None:
 
 def test_the_banner_with_a_data_dir_names_it(tmp_path: Path) -> None:
     data = tmp_path / "d"
-    proc, lines = start(tmp_path, "--data-dir", str(data))
+    proc, lines = start_ready(tmp_path, "--data-dir", str(data))
     try:
         assert f"From another shell:  zeromem --data-dir {data} put" in "".join(lines)
     finally:

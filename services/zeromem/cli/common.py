@@ -210,6 +210,15 @@ def client_call(args: argparse.Namespace, body: Callable[[Any], Awaitable[int]])
     return asyncio.run(run())
 
 
+def write_command(args: argparse.Namespace, send: Callable[[Any], Awaitable[Any]]) -> int:
+    """A command that publishes one write: ``send(client)`` returns its receipt."""
+
+    async def body(client: Any) -> int:
+        return print_receipt(args, await send(client))
+
+    return client_call(args, body)
+
+
 def print_json(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False), flush=True)
 

@@ -25,6 +25,7 @@ from zeromem.cli.common import (
     describe_result,
     print_json,
     print_receipt,
+    write_command,
 )
 
 
@@ -87,10 +88,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    async def body(client: Any) -> int:
-        return print_receipt(args, await client.restore(args.key))
-
-    return client_call(args, body)
+    return write_command(args, lambda client: client.restore(args.key))
 
 
 def cmd_forget(args: argparse.Namespace) -> int:

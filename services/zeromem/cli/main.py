@@ -30,10 +30,10 @@ from zeromem.cli.common import (
     CliError,
     client_call,
     print_json,
-    print_receipt,
     report_error,
     resolved_settings,
     settings_of,
+    write_command,
 )
 from zeromem.cli.lifecycle import add_lifecycle_parsers
 from zeromem.extras import require
@@ -163,8 +163,9 @@ def cmd_put(args: argparse.Namespace) -> int:
     value = arg.parse_value(arg.read_text(args, "value", "VALUE"), args.string)
     content = arg.fit_content(args.content, args.summarise)
 
-    async def body(client: Any) -> int:
-        receipt = await client.put(
+    return write_command(
+        args,
+        lambda client: client.put(
             args.key,
             value,
             content=content,
@@ -176,10 +177,8 @@ def cmd_put(args: argparse.Namespace) -> int:
             sensitive=args.sensitive,
             expected_version=args.expected_version,
             wait=args.wait,
-        )
-        return print_receipt(args, receipt)
-
-    return client_call(args, body)
+        ),
+    )
 
 
 def cmd_patch(args: argparse.Namespace) -> int:
@@ -192,52 +191,46 @@ def cmd_patch(args: argparse.Namespace) -> int:
         )
     content = arg.fit_content(args.content, args.summarise)
 
-    async def body(client: Any) -> int:
-        receipt = await client.patch(
+    return write_command(
+        args,
+        lambda client: client.patch(
             args.key,
             patch,
             content=content,
             tags=args.tag,
             expected_version=args.expected_version,
             wait=args.wait,
-        )
-        return print_receipt(args, receipt)
-
-    return client_call(args, body)
+        ),
+    )
 
 
 def cmd_expire(args: argparse.Namespace) -> int:
     if (args.ttl is None) == (not args.never):
         raise CliError("say when: --ttl SECONDS, or --never to keep it forever", "pass one of them")
 
-    async def body(client: Any) -> int:
-        receipt = await client.expire(
+    return write_command(
+        args,
+        lambda client: client.expire(
             args.key,
             None if args.never else args.ttl,
             expected_version=args.expected_version,
             refresh_on_read=args.refresh_on_read,
             wait=args.wait,
-        )
-        return print_receipt(args, receipt)
-
-    return client_call(args, body)
+        ),
+    )
 
 
 def cmd_feedback(args: argparse.Namespace) -> int:
-    async def body(client: Any) -> int:
-        return print_receipt(args, await client.feedback(args.key, args.kind, wait=args.wait))
-
-    return client_call(args, body)
+    return write_command(args, lambda client: client.feedback(args.key, args.kind, wait=args.wait))
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    async def body(client: Any) -> int:
-        receipt = await client.delete(
+    return write_command(
+        args,
+        lambda client: client.delete(
             args.key, expected_version=args.expected_version, wait=args.wait
-        )
-        return print_receipt(args, receipt)
-
-    return client_call(args, body)
+        ),
+    )
 
 
 def cmd_get(args: argparse.Namespace) -> int:
