@@ -200,7 +200,7 @@ def run_up(
                 "see the children's messages above, and the server logs in "
                 f"{stack.data_dir}/nats and {stack.data_dir}/redis",
             )
-        if json_output:
+        if json_output and not stopping:
             print(
                 json.dumps(
                     {
