@@ -36,6 +36,8 @@ class Settings:
     stream_max_age_s: float = 0.0  # 0 keeps the command log forever (rebuild needs it)
     metrics_port: int = 0  # Prometheus scrape endpoint of this process; 0: none
     metrics_host: str = "127.0.0.1"  # its address: 0.0.0.0 for a scraper in the cluster
+    # /healthz (on the metrics address) fails once the event loop did not turn for this long
+    liveness_stall_s: float = 30.0
     # --- security (docs/security.md) ---
     nats_creds: str = ""  # creds file this process connects with
     nats_token: str = ""  # or a bearer token (a JWT issued with `zeromem auth issue --token`)
