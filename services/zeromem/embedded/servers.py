@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zeromem.embedded.children import die_with_parent
+
 
 class ServerNotFoundError(RuntimeError):
     def __init__(self, what: str, hint: str) -> None:
@@ -102,6 +104,7 @@ class EmbeddedServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C in `zeromem up` reaches us, not the servers
+                preexec_fn=die_with_parent(),  # ...but its death, by any signal, does
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

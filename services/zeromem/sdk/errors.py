@@ -34,6 +34,27 @@ class NoStreamError(ServiceUnavailableError):
         )
 
 
+class NoStackError(ZeromemError):
+    """No URL was given and no stack of ``zeromem up`` runs in the data directory."""
+
+    def __init__(self, data_dir: object) -> None:
+        super().__init__(
+            f"no NATS URL given and no zeromem stack found in {data_dir}: run `zeromem up` "
+            "(or `make run`) in this directory, or set ZEROMEM_NATS_URL"
+        )
+
+
+class ConnectError(ZeromemError):
+    """The NATS server could not be reached when connecting."""
+
+    def __init__(self, url: str, timeout: float, last: Exception | None) -> None:
+        self.url = url
+        super().__init__(
+            f"cannot connect to NATS at {url} within {timeout:.0f}s"
+            + (f" ({last})" if last else "")
+        )
+
+
 class RequestRejectedError(ZeromemError):
     def __init__(self, code: str, message: str) -> None:
         self.code = code
