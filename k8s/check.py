@@ -321,7 +321,7 @@ def check_dockerfile(path: Path, objects: list[dict[str, Any]]) -> list[str]:
 
 def image_distributions(path: Path) -> set[str]:
     """The distributions the Dockerfile leaves in the image: the project's dependencies
-    and theirs, with the dev-extra packages it names in SERVICE_EXTRAS, less the ones it
+    with the extras it installs (`pip install ".[mcp]"`) and theirs, less the ones it
     uninstalls."""
     from importlib import metadata
 
@@ -329,11 +329,22 @@ def image_distributions(path: Path) -> set[str]:
     from packaging.utils import canonicalize_name
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    named = re.search(r'(?m)^ARG SERVICE_EXTRAS="([^"]*)"', path.read_text())
-    extras = named[1].split() if named else []
-    dev = [r for r in project["optional-dependencies"]["dev"] if Requirement(r).name in extras]
+    optional = project.get("optional-dependencies", {})
+
+    def of_extras(extras: set[str]) -> list[str]:
+        """The requirements of these extras, ``zeromem[...]`` ones followed."""
+        found: list[str] = []
+        for extra in extras:
+            for line in optional.get(extra, []):
+                requirement = Requirement(line)
+                own = canonicalize_name(requirement.name) == canonicalize_name(project["name"])
+                found += of_extras(set(requirement.extras)) if own else [line]
+        return found
+
+    named = re.search(r"pip install \"?\.\[([\w,-]+)\]", path.read_text())
+    extras = set(named[1].split(",")) if named else set()
     installed: set[str] = {"zeromem"}
-    todo = [Requirement(r) for r in [*project["dependencies"], *dev]]
+    todo = [Requirement(r) for r in [*project["dependencies"], *of_extras(extras)]]
     while todo:
         requirement = todo.pop()
         name = canonicalize_name(requirement.name)

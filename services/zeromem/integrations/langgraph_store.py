@@ -71,6 +71,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from zeromem.extras import require
+
+require("langgraph", "langgraph", "zeromem's LangGraph store")
 from langgraph.store.base import (
     BaseStore,
     GetOp,

@@ -82,12 +82,16 @@ from zeromem.schemas import (
 from zeromem.sdk.acks import AckCounter
 from zeromem.sdk.batching import CommandBatcher
 from zeromem.sdk.errors import (
+    ConnectError,
+    NoStackError,
+    NoStreamError,
     RequestRejectedError,
     ServiceUnavailableError,
     WaitTimeoutError,
     ZeromemError,
 )
 from zeromem.sdk.feed import ChangeFeed
+from zeromem.settings import nats_servers
 from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -509,11 +513,7 @@ class MemoryClient:
             raise ServiceUnavailableError("JetStream", self.timeout) from None
         except NoStreamResponseError:
             self._waiting.pop(command.id, None)
-            raise ZeromemError(
-                f"no stream stores {subject}: the command stream captures shards "
-                f"0..N-1 of the deployment's count (this client: {self.shards}; "
-                "discover() asks the deployment), or it is not provisioned"
-            ) from None
+            raise NoStreamError(subject, self.shards) from None
         if result_future is None or ack.duplicate:
             # A duplicate was stored before: this publish delivers nothing to a worker, so
             # no result would come for it (it was, or will be, applied as it was then).
@@ -755,17 +755,31 @@ def _refused(error: Exception) -> bool:
     return "authorization violation" in text or "authentication" in text
 
 
-async def _connect_or_refused(url: str, **options: Any) -> NatsClient:
+# The first connection: how long to keep trying before saying the server cannot be
+# reached. nats-py retries an initial connect for ever with max_reconnect_attempts=-1 (an
+# example given a wrong URL printed 36,000 lines of tracebacks in five minutes); once
+# connected, reconnects stay unbounded.
+INITIAL_CONNECT_S = 10.0
+
+
+async def _connect_or_refused(
+    url: str, initial_timeout: float = INITIAL_CONNECT_S, **options: Any
+) -> NatsClient:
     """``nats.connect``, except that a credential the server refuses (revoked, expired,
-    from another authority) fails at once instead of being retried for ever; and once
-    connected, a refusal (the credential revoked meanwhile) closes the connection, so the
-    next operation fails instead of waiting on reconnects that cannot succeed."""
+    from another authority) fails at once instead of being retried for ever, and a server
+    that cannot be reached fails after ``initial_timeout`` seconds; and once connected, a
+    refusal (the credential revoked meanwhile) closes the connection, so the next
+    operation fails instead of waiting on reconnects that cannot succeed."""
     refused: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
     holder: list[NatsClient] = []
+    errors: list[Exception] = []
 
     async def on_error(error: Exception) -> None:
         # A permission violation is the server refusing something this client sent
         # (another agent's subject, say): say so rather than let a wait time out silently.
+        if not holder and errors and str(errors[-1]) == str(error):
+            return  # the same failure again while still connecting: said once is enough
+        errors.append(error)
         log.warning("NATS: %s", error)
         if not _refused(error):
             return
@@ -774,16 +788,23 @@ async def _connect_or_refused(url: str, **options: Any) -> NatsClient:
         if holder and not holder[0].is_closed:
             asyncio.get_running_loop().create_task(holder[0].close())
 
-    connecting = asyncio.ensure_future(nats.connect(url, error_cb=on_error, **options))
-    await asyncio.wait({connecting, refused}, return_when=asyncio.FIRST_COMPLETED)
+    # a comma-separated URL names several nodes of a cluster (settings.nats_servers)
+    connecting = asyncio.ensure_future(
+        nats.connect(nats_servers(url), error_cb=on_error, **options)
+    )
+    await asyncio.wait(
+        {connecting, refused}, timeout=initial_timeout, return_when=asyncio.FIRST_COMPLETED
+    )
     if not connecting.done():
         connecting.cancel()
         with contextlib.suppress(BaseException):
             await connecting
-        raise AuthError(
-            f"the NATS server refused this credential ({refused.result()}): "
-            "revoked, expired, or not issued by this deployment"
-        )
+        if refused.done():
+            raise AuthError(
+                f"the NATS server refused this credential ({refused.result()}): "
+                "revoked, expired, or not issued by this deployment"
+            )
+        raise ConnectError(url, initial_timeout, errors[-1] if errors else None)
     nc = connecting.result()
     holder.append(nc)
     return nc
@@ -794,5 +815,5 @@ def _embedded_nats_url(settings: Any) -> str:
 
     info = find_running_stack(settings.data_dir)
     if info is None:
-        raise ServiceUnavailableError("embedded stack (run `zeromem up`, or set NATS_URL)", 0)
+        raise NoStackError(Path(settings.data_dir).resolve())
     return info.nats_url
