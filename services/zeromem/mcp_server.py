@@ -184,9 +184,25 @@ class MemoryToolServer:
             ),
         )
         config = uvicorn.Config(app, host=host, port=port, log_level="warning")
+        http = uvicorn.Server(config)
+        health_server = None
+        if self.settings.metrics_port:
+            # /healthz and /readyz (ready once the HTTP transport listens) on the metrics
+            # address, as every other zeromem process (zeromem.health)
+            from zeromem.health import Health, serve_health
+
+            health = Health(self.settings.liveness_stall_s)
+            health.ready_when("http_listening", lambda: bool(http.started))
+            health_server = serve_health(
+                health, self.settings.metrics_host, self.settings.metrics_port
+            )
+            health.start_beating()
+            health.started()
         try:
-            await uvicorn.Server(config).serve()
+            await http.serve()
         finally:
+            if health_server is not None:
+                health_server.shutdown()
             await self.close()
 
 

@@ -190,6 +190,7 @@ def running(tmp_path: Path) -> Iterator[Running]:
         # The MCP server: its token file names the credentials where the pod mounts them.
         container, env = pods.materialise("zeromem-mcp")
         env["ZEROMEM_METRICS_PORT"] = str(free_port())
+        probed["zeromem-mcp"] = (container, int(env["ZEROMEM_METRICS_PORT"]))
         pods.relocate_files("/etc/zeromem/mcp")
         mcp_port = free_port()
         args = expand(container["args"], env)
@@ -273,8 +274,8 @@ def test_the_dev_pods_configured_as_rendered_do_a_round_trip(running: Running) -
     )
     assert "Python" in json.dumps(read), read
 
-    # Each probe the manifests give the worker and the read services answers 200 here.
-    # (`zeromem mcp` serves no metrics address yet: its probes are not tried.)
+    # Each probe the manifests give the worker, the read services and the MCP server
+    # answers 200 here.
     import httpx
 
     for workload, (container, port) in running.probed.items():
