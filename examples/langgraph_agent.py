@@ -22,9 +22,9 @@ from langgraph.graph import END, START, StateGraph
 
 from zeromem.integrations.langgraph_store import ZeromemStore
 from zeromem.integrations.local import issue_credentials, local_stack
-from zeromem.recall.tokens import count_tokens
 from zeromem.sdk import MemoryClient
 from zeromem.sdk.hooks import PreferenceRules
+from zeromem.store.tokens import count_tokens
 
 RULES = PreferenceRules()
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.lifecycle.archive import owners_to_archive, schedule_archive
 from zeromem.lifecycle.snapshot import snapshot
 from zeromem.sdk import MemoryClient
+from zeromem.store.keys import RedisKeys
 
 
 async def test_archive_recall_restore_round_trip(client: MemoryClient, running) -> None:
@@ -39,7 +39,7 @@ async def test_archive_recall_restore_round_trip(client: MemoryClient, running) 
     assert (await client.list(f"{owner}:")).keys == (fresh.key,)
     assert not (await client.recall("Lisbon trip", owners=[owner])).memories
     redis = connect_redis(running)
-    keys = naming.RedisKeys(client.tenant)
+    keys = RedisKeys(client.tenant)
     try:
         state = await snapshot(redis, client.tenant)
         index_names = [

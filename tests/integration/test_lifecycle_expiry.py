@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from zeromem import naming
 from zeromem.bus import connect_redis
 from zeromem.lifecycle.snapshot import snapshot
 from zeromem.sdk import MemoryClient
+from zeromem.store.keys import RedisKeys
 
 
 async def _until(predicate, timeout: float = 10.0, step: float = 0.05):  # type: ignore[no-untyped-def]
@@ -59,7 +59,7 @@ async def test_an_expired_memory_leaves_no_trace_in_any_index(
     assert (await client.recall("zebra scratchpad", owners=[owner])).memories
 
     redis = connect_redis(running)
-    keys = naming.RedisKeys(client.tenant)
+    keys = RedisKeys(client.tenant)
     try:
         await _until(lambda: _gone(redis, keys, doomed))
         state = await snapshot(redis, client.tenant)
@@ -90,7 +90,7 @@ async def test_an_expired_memory_leaves_no_trace_in_any_index(
     assert again.version == 3 and again.result.item.feedback.liked == 0
 
 
-async def _gone(redis, keys: naming.RedisKeys, key: str) -> bool:  # type: ignore[no-untyped-def]
+async def _gone(redis, keys: RedisKeys, key: str) -> bool:  # type: ignore[no-untyped-def]
     return (
         await redis.zscore(keys.expiring(), key) is None
         and await redis.hget(keys.item(key), "d") == b""

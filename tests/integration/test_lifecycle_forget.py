@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from zeromem import naming
 from zeromem.bus import connect_redis
 from zeromem.lifecycle.snapshot import snapshot
 from zeromem.sdk import MemoryClient
+from zeromem.store.keys import RedisKeys
 
 
 async def _live_keys(client: MemoryClient, prefix: str) -> set[str]:
@@ -124,7 +124,7 @@ async def _assert_no_trace(settings, tenant: str, keys_: set[str]) -> None:  # t
         state = await snapshot(redis, tenant)
     finally:
         await redis.aclose()
-    rk = naming.RedisKeys(tenant)
+    rk = RedisKeys(tenant)
     for name, value in state.items():
         if name.startswith(rk.item("")) or name.startswith(rk.command("")):
             continue

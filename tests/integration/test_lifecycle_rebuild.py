@@ -17,6 +17,7 @@ from zeromem.bus import connect_nats, connect_redis, shard_backlogs
 from zeromem.lifecycle.rebuild import rebuild
 from zeromem.lifecycle.snapshot import differences, snapshot
 from zeromem.sdk import MemoryClient
+from zeromem.store.keys import RedisKeys
 
 WORDS = [
     "alpha",
@@ -189,7 +190,7 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
             expected = (
                 current.version
                 if current
-                else int(before.get(naming.RedisKeys("rb-one").item("user:o0:k0"), {}).get(b"v", 0))
+                else int(before.get(RedisKeys("rb-one").item("user:o0:k0"), {}).get(b"v", 0))
             ) + 1
             assert receipt.version == expected
         await services.stop()

@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from zeromem.recall.tokens import count_tokens
 from zeromem.sdk import MemoryClient, RequestRejectedError
+from zeromem.store.tokens import count_tokens
 
 
 async def seed(client: MemoryClient) -> None:

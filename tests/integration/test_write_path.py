@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from zeromem.sdk import MemoryClient
+from zeromem.store.keys import RedisKeys
 
 
 async def test_put_get_conflict_and_versions(client: MemoryClient) -> None:
@@ -75,7 +76,6 @@ async def test_list_is_paginated_in_key_order(client: MemoryClient) -> None:
 
 
 async def test_ttl_expires_and_leaves_no_index_entry(client: MemoryClient, running) -> None:
-    from zeromem import naming
     from zeromem.bus import connect_redis
 
     await client.put(
@@ -90,7 +90,7 @@ async def test_ttl_expires_and_leaves_no_index_entry(client: MemoryClient, runni
     assert (await client.get("session:s9:scratch")) is not None
     await asyncio.sleep(0.6)
     assert await client.get("session:s9:scratch") is None  # invisible at once
-    keys = naming.RedisKeys(client.tenant)
+    keys = RedisKeys(client.tenant)
     redis = connect_redis(running)
     try:
         for _ in range(100):  # the reaper runs every 0.2 s in the tests

@@ -18,6 +18,7 @@ from zeromem import naming
 from zeromem.ids import new_command_id
 from zeromem.schemas import Archive, encode
 from zeromem.settings import Settings
+from zeromem.store.keys import TENANTS_KEY, RedisKeys
 
 ARCHIVER_AGENT = "zeromem-archiver"
 
@@ -47,7 +48,7 @@ async def owners_to_archive(
 ) -> AsyncIterator[str]:
     """The tenant's owners (starting with ``prefix``, e.g. ``task:``) holding memories
     last updated before ``cutoff``."""
-    keys = naming.RedisKeys(tenant)
+    keys = RedisKeys(tenant)
     template = keys.by_time("%OWNER%")
     start = "[" + prefix if prefix else "-"
     while True:
@@ -108,7 +109,7 @@ async def schedule_archive(
     """Publish an archive command for every owner (of ``shards`` only, when given) with
     memories older than ``cutoff``; the number published."""
     if tenants is None:
-        tenants = sorted(t.decode() for t in await redis.smembers(naming.TENANTS_KEY))
+        tenants = sorted(t.decode() for t in await redis.smembers(TENANTS_KEY))
     sent = 0
     for tenant in tenants:
         async for owner in owners_to_archive(redis, tenant, cutoff):

@@ -30,6 +30,7 @@ from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.settings import Settings
+from zeromem.store.keys import derived_from_log, scope_pattern, shard_lease_key
 from zeromem.worker.pull import PullFeed
 
 log = logging.getLogger(__name__)
@@ -57,13 +58,12 @@ return 0
 
 async def _clear(redis: Redis, tenant: str | None) -> int:
     """Delete the state a rebuild reconstructs; keep leases and usage ledgers."""
-    pattern = naming.RedisKeys(tenant).tenant_pattern() if tenant else "zm:*"
-    lease_prefix = naming.shard_lease_key(0).rsplit(":", 1)[0] + ":"
+    pattern = scope_pattern(tenant)
     removed = 0
     batch: list[bytes] = []
     async for raw in redis.scan_iter(match=pattern, count=2000):
         name = raw.decode()
-        if name.startswith(lease_prefix) or ":usage:" in name:
+        if not derived_from_log(name):
             continue
         batch.append(raw)
         if len(batch) >= 1000:
@@ -104,7 +104,7 @@ async def rebuild(
         while True:
             async with redis.pipeline(transaction=False) as pipe:
                 for shard in shards:  # taken from any worker holding it: fenced from now on
-                    pipe.set(naming.shard_lease_key(shard), token, px=ttl_ms)
+                    pipe.set(shard_lease_key(shard), token, px=ttl_ms)
                 await pipe.execute()
             await asyncio.sleep(settings.lease_ttl_s / 3)
 
@@ -179,7 +179,7 @@ async def rebuild(
         release = redis.register_script(_RELEASE_LUA)
         for shard in shards:
             with contextlib.suppress(Exception):
-                await release(keys=[naming.shard_lease_key(shard)], args=[token])
+                await release(keys=[shard_lease_key(shard)], args=[token])
         if own_nc:
             await nc.drain()
         if own_redis:

@@ -32,8 +32,9 @@ from zeromem.schemas import (
     OwnerSummary,
     encode,
 )
+from zeromem.store.keys import RedisKeys
 
-_OWNERS_LUA = resources.files("zeromem.query").joinpath("owners.lua").read_text()
+_OWNERS_LUA = resources.files("zeromem.store").joinpath("owners.lua").read_text()
 _ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
 _AFTER_OWNER = ";"  # the byte after ':', which no owner id holds (see owners.lua)
 
@@ -46,7 +47,7 @@ class OwnerBrowser:
     async def owners(self, tenant: str, prefix: str, cursor: str, limit: int) -> OwnersReply:
         """A page of owners whose ``namespace:owner_id`` starts with ``prefix``, after
         ``cursor`` (the last owner of the previous page), with live and archived counts."""
-        keys = naming.RedisKeys(tenant)
+        keys = RedisKeys(tenant)
         start = b"[" + (cursor + _AFTER_OWNER if cursor else prefix).encode()
         end = b"[" + prefix.encode() + b"\xff" if prefix else b"+"
         flat = await self._run_owners(keys.keys(), start, end, limit)
@@ -79,7 +80,7 @@ class OwnerBrowser:
     ) -> ArchivedReply:
         """One archived memory (``key``), or a page of the owner's archive tier. HSCAN
         pages are approximate in size (Redis's COUNT is a hint) and unordered."""
-        archive = naming.RedisKeys(tenant).archive(owner)
+        archive = RedisKeys(tenant).archive(owner)
         if key:
             raw = await self.redis.hget(archive, key)
             return ArchivedReply(items=(_ITEM_DECODER.decode(raw),) if raw else ())

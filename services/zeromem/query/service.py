@@ -34,7 +34,6 @@ from zeromem.query.browse import register_browse_handlers
 from zeromem.query.gate import TenantGate
 from zeromem.query.reads import get_items, list_keys
 from zeromem.recall.service import RecallService
-from zeromem.recall.usage import TooManyRows, read_usage
 from zeromem.schemas import (
     ErrorReply,
     GetReply,
@@ -47,6 +46,7 @@ from zeromem.schemas import (
     encode,
 )
 from zeromem.settings import Settings
+from zeromem.store.usage import TooManyRows, read_usage
 from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

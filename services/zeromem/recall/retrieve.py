@@ -6,7 +6,7 @@ A recall never scans an owner's memories. It reads, per owner in scope:
   which give BM25 its corpus numbers and the baseline (what injecting every memory that
   passes the filters would cost) without touching a single memory;
 - the postings of each query term. A term's postings are ordered by term frequency, then
-  creation time (see ``worker.engine.posting_score``), so a rare term is read whole and a
+  creation time (see ``store.postings.posting_score``), so a rare term is read whole and a
   very common one only up to ``postings_limit`` best postings;
 - the most recent memories, so an empty or unmatched query still recalls something;
 - when the scope filters by type, tag, time or key prefix and the filtered set is small,
@@ -32,13 +32,22 @@ import msgspec
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, ResponseError
 
-from zeromem import naming
-from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, Card, card_of, decode_card
 from zeromem.recall.ranking import CandidateFeatures, CorpusStats, RankingConfig, idf
-from zeromem.recall.text import is_field_term
-from zeromem.recall.tokens import count_tokens
 from zeromem.schemas import MemoryItem, MemoryType, RecallScope, owner_of
-from zeromem.worker.engine import POSTING_TF_SCALE, posting_tf
+from zeromem.store.card import Card, card_of, decode_card
+from zeromem.store.keys import (
+    CARD_COMMAND_FIELD,
+    CARD_FIELD,
+    STAT_LENGTH,
+    STAT_MEMORIES,
+    STAT_TOKENS,
+    RedisKeys,
+    stat_tokens_of_type,
+    token_field,
+)
+from zeromem.store.postings import POSTING_TF_SCALE, posting_tf
+from zeromem.store.text import is_field_term
+from zeromem.store.tokens import DEFAULT_ENCODING, count_tokens
 
 POSTINGS_LIMIT = 200  # postings read per (owner, term) at most
 RECENT_LIMIT = 20  # most recent memories per owner always considered
@@ -118,7 +127,7 @@ async def gather(
     date_range: tuple[float, float] | None = None,
 ) -> Gathered:
     now = time.time() if now is None else now
-    keys = naming.RedisKeys(tenant)
+    keys = RedisKeys(tenant)
     keep_n = max(STAGE_TWO_MIN, 8 * k)
     if not filters.any:
         # The common case in one round trip: statistics, stage one, and stage two's memories,
@@ -223,8 +232,8 @@ def _corpus(
     owner_stats: list[dict[str, int]],
     df_by_owner_term: dict[tuple[str, str], int],
 ) -> tuple[CorpusStats, dict[str, int], int]:
-    n_docs = sum(s.get("n", 0) for s in owner_stats)
-    total_len = sum(s.get("len", 0) for s in owner_stats)
+    n_docs = sum(s.get(STAT_MEMORIES, 0) for s in owner_stats)
+    total_len = sum(s.get(STAT_LENGTH, 0) for s in owner_stats)
     df = {t: sum(df_by_owner_term[(o, t)] for o in owners) for t in query_terms}
     return (
         CorpusStats(n_docs=n_docs, avg_len=total_len / n_docs if n_docs else 0.0, df=df),
@@ -235,7 +244,7 @@ def _corpus(
 
 async def _finish(
     redis: Redis,
-    keys: naming.RedisKeys,
+    keys: RedisKeys,
     owners: Sequence[str],
     filters: Filters,
     chosen: int,
@@ -332,7 +341,7 @@ class Survey:
 
 async def _survey(
     redis: Redis,
-    keys: naming.RedisKeys,
+    keys: RedisKeys,
     owners: Sequence[str],
     terms: Sequence[str],
     keep_n: int,
@@ -350,7 +359,7 @@ async def _survey(
         repr(config.k1),
         repr(POSTING_TF_SCALE),
         "1" if explain else "0",
-        f"tk:{encoding}",
+        token_field(encoding),
         keys.item(""),
         len(owners),
         len(terms),
@@ -404,7 +413,7 @@ async def _survey(
 
 async def _from_filtered_set(
     redis: Redis,
-    keys: naming.RedisKeys,
+    keys: RedisKeys,
     owners: Sequence[str],
     filters: Filters,
     posting_plan: list[tuple[str, str]],
@@ -436,7 +445,7 @@ async def _from_filtered_set(
 
 async def _term_frequencies(
     redis: Redis,
-    keys: naming.RedisKeys,
+    keys: RedisKeys,
     posting_plan: list[tuple[str, str]],
     members: list[str],
     tf: dict[str, dict[str, int]],
@@ -461,23 +470,23 @@ async def fetch_items(
     redis: Redis, tenant: str, keys_: Iterable[str], encoding: str, now: float
 ) -> dict[str, Card]:
     """The recall cards of the live memories among ``keys_``."""
-    keys = naming.RedisKeys(tenant)
+    keys = RedisKeys(tenant)
     rows = await _fetch_rows(redis, keys, keys_, encoding)
     read = await _decode_rows(redis, keys, rows, encoding, now)
     return {key: entry[0] for key, entry in read.items()}
 
 
 async def _fetch_rows(
-    redis: Redis, keys: naming.RedisKeys, keys_: Iterable[str], encoding: str
+    redis: Redis, keys: RedisKeys, keys_: Iterable[str], encoding: str
 ) -> list[Any]:
-    return await _FETCH(redis, [f"tk:{encoding}", keys.item(""), *keys_])  # type: ignore[no-any-return]
+    return await _FETCH(redis, [token_field(encoding), keys.item(""), *keys_])  # type: ignore[no-any-return]
 
 
 _Read = tuple[Card, int, int, int, int, int]  # card, liked, disliked, important, tokens, length
 
 
 async def _decode_rows(
-    redis: Redis, keys: naming.RedisKeys, rows: list[Any], encoding: str, now: float
+    redis: Redis, keys: RedisKeys, rows: list[Any], encoding: str, now: float
 ) -> dict[str, _Read]:
     """Live memories from the scripts' rows (see ``_READ_LUA``), with their feedback,
     their token count in ``encoding`` and their document length. A count missing for
@@ -514,12 +523,12 @@ async def _decode_rows(
             tokens = int(tk)
         out[key] = (card, liked, disliked, important, tokens, int(dl) if dl else 0)
     if missing:
-        token_field = f"tk:{encoding}"
+        cached_field = token_field(encoding)
         try:
             async with redis.pipeline(transaction=False) as pipe:
                 for key, count in missing:
                     # only while the memory exists: never resurrect a hash the reaper removed
-                    pipe.eval(_CACHE_TOKENS_LUA, 1, keys.item(key), token_field, count)
+                    pipe.eval(_CACHE_TOKENS_LUA, 1, keys.item(key), cached_field, count)
                 await pipe.execute()
         except ResponseError as exc:
             # A read service's Redis user may not write memories (docs/security.md): the
@@ -899,7 +908,7 @@ return 0
 
 
 def _filter_queries(
-    keys: naming.RedisKeys, owners: Sequence[str], filters: Filters
+    keys: RedisKeys, owners: Sequence[str], filters: Filters
 ) -> list[tuple[str, str, str, str]]:
     """(kind, owner, redis key, value) for every set a filter reads."""
     out: list[tuple[str, str, str, str]] = []
@@ -962,7 +971,7 @@ def _resolve_filter_sets(
 
 async def _baseline(
     redis: Redis,
-    keys: naming.RedisKeys,
+    keys: RedisKeys,
     owners: Sequence[str],
     owner_stats: list[dict[str, int]],
     filters: Filters,
@@ -978,16 +987,19 @@ async def _baseline(
     mean tokens per memory (flagged as an estimate).
     """
     if not filters.any:
-        return sum(s.get("tok", 0) for s in owner_stats), False
+        return sum(s.get(STAT_TOKENS, 0) for s in owner_stats), False
     if not (filters.tags or filters.since or filters.until or filters.prefix):
-        return sum(s.get(f"tok:{t}", 0) for s in owner_stats for t in filters.types), False
+        return (
+            sum(s.get(stat_tokens_of_type(t), 0) for s in owner_stats for t in filters.types),
+            False,
+        )
     if enumerated is not None:
-        # Token counts as the workers cache them (cl100k_base): exact for that encoding.
+        # Token counts as the workers cache them (their encoding): exact for that encoding.
         async with redis.pipeline(transaction=False) as pipe:
             for key in enumerated:
-                pipe.hget(keys.item(key), "tk:cl100k_base")
+                pipe.hget(keys.item(key), token_field(DEFAULT_ENCODING))
             replies = await pipe.execute()
-        return sum(int(tk or 0) for tk in replies), encoding != "cl100k_base"
-    n = sum(s.get("n", 0) for s in owner_stats)
-    mean = sum(s.get("tok", 0) for s in owner_stats) / n if n else 0.0
+        return sum(int(tk or 0) for tk in replies), encoding != DEFAULT_ENCODING
+    n = sum(s.get(STAT_MEMORIES, 0) for s in owner_stats)
+    mean = sum(s.get(STAT_TOKENS, 0) for s in owner_stats) / n if n else 0.0
     return math.ceil(filtered_total * mean), True

@@ -6,12 +6,10 @@ from __future__ import annotations
 from functools import lru_cache
 
 from zeromem.encoding import encode_value
-from zeromem.recall.text import doc_length, index_terms, source_text
-from zeromem.recall.tokens import count_tokens
 from zeromem.schemas import MemoryItem, MemoryKey
+from zeromem.store.text import doc_length, index_terms, source_text
+from zeromem.store.tokens import DEFAULT_ENCODING, count_tokens
 from zeromem.worker.engine import DEFAULT_MAX_CLOCK_SKEW_S, Analysis, Engine
-
-DEFAULT_ENCODING = "cl100k_base"
 
 
 def analyse(item: MemoryItem) -> Analysis:

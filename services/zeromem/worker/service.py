@@ -69,6 +69,14 @@ from zeromem.schemas import (
 )
 from zeromem.schemas.commands import TENANT_FULL_PATTERN
 from zeromem.settings import Settings
+from zeromem.store.items import KeyState
+from zeromem.store.keys import (
+    EXPIRING_TENANTS_KEY,
+    RedisKeys,
+    redis_keys,
+    shard_lease_key,
+    shard_sequence_key,
+)
 from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
 from zeromem.worker.engine import (
     COUNT_FEEDBACK,
@@ -76,9 +84,7 @@ from zeromem.worker.engine import (
     TOMBSTONE,
     WRITE,
     Engine,
-    KeyState,
     Outcome,
-    redis_keys,
 )
 from zeromem.worker.fairness import ShardWindow
 from zeromem.worker.faults import CommandFailed, Fault, StaleRoundsError, classify, describe
@@ -302,7 +308,7 @@ class WorkerService:
                 self.owned.discard(shard)
 
     async def _acquire_lease(self, shard: int) -> None:
-        key = naming.shard_lease_key(shard)
+        key = shard_lease_key(shard)
         ttl_ms = int(self.settings.lease_ttl_s * 1000)
         while True:
             try:
@@ -316,7 +322,7 @@ class WorkerService:
         self.owned.add(shard)
 
     async def _keep_lease(self, shard: int) -> None:
-        key = naming.shard_lease_key(shard)
+        key = shard_lease_key(shard)
         ttl_ms = int(self.settings.lease_ttl_s * 1000)
         failures_since = None
         while True:
@@ -335,7 +341,7 @@ class WorkerService:
     async def _confirm_lease(self, shard: int) -> None:
         checked_at = time.monotonic()
         ttl_ms = int(self.settings.lease_ttl_s * 1000)
-        if not await self._renew(keys=[naming.shard_lease_key(shard)], args=[self.token, ttl_ms]):
+        if not await self._renew(keys=[shard_lease_key(shard)], args=[self.token, ttl_ms]):
             raise LeaseLostError(shard)
         self._lease_sure_until[shard] = checked_at + self.settings.lease_ttl_s / 2
 
@@ -444,7 +450,7 @@ class WorkerService:
                 await asyncio.wait_for(feed.stop(), 1.0)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(
-                    self._release(keys=[naming.shard_lease_key(shard)], args=[self.token]), 1.0
+                    self._release(keys=[shard_lease_key(shard)], args=[self.token]), 1.0
                 )
 
     async def _check_redis_not_behind(self, shard: int) -> None:
@@ -452,14 +458,14 @@ class WorkerService:
         stop before a retry moves the shard's position past the hole (the shard then
         restarts, and its new consumer delivers the gap again)."""
         with contextlib.suppress(RedisError):
-            raw = await self.redis.hget(naming.shard_sequence_key(), str(shard))
+            raw = await self.redis.hget(shard_sequence_key(), str(shard))
             if int(raw or 0) < self._applied_through.get(shard, 0):
                 raise RedisBehindError(shard)
 
     async def load_floor(self, shard: int) -> int:
         """Read the shard's last applied stream sequence (after taking its lease: a
         rebuild may have moved it while another process held the shard)."""
-        raw = await self.redis.hget(naming.shard_sequence_key(), str(shard))
+        raw = await self.redis.hget(shard_sequence_key(), str(shard))
         self._floors[shard] = int(raw or 0)
         return self._floors[shard]
 
@@ -1152,10 +1158,10 @@ class WorkerService:
         guarded like any other, so a command racing with the reaper wins cleanly."""
         now = time.time()
         reaped = 0
-        for raw_tenant in await self.redis.smembers(naming.EXPIRING_TENANTS_KEY):
+        for raw_tenant in await self.redis.smembers(EXPIRING_TENANTS_KEY):
             tenant = raw_tenant.decode()
             due = await self.redis.zrangebyscore(
-                naming.RedisKeys(tenant).expiring(), "-inf", now, start=0, num=limit
+                RedisKeys(tenant).expiring(), "-inf", now, start=0, num=limit
             )
             by_shard: dict[int, list[str]] = {}
             for raw_key in due:
@@ -1171,7 +1177,7 @@ class WorkerService:
                     if st.item is None or st.item.expires_at is None
                 ]
                 if orphans:  # an index entry that outlived its memory: drop it
-                    await self.redis.zrem(naming.RedisKeys(tenant).expiring(), *orphans)
+                    await self.redis.zrem(RedisKeys(tenant).expiring(), *orphans)
                 outcomes = [
                     o
                     for k, st in zip(keys, states, strict=True)

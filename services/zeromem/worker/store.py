@@ -15,11 +15,11 @@ import msgpack
 import msgspec
 from redis.asyncio import Redis
 
-from zeromem import naming
-from zeromem.schemas import Applied, FeedbackCounts, MemoryItem, Result, decode_result
-from zeromem.worker.engine import KeyState, Outcome, redis_keys
+from zeromem.schemas import Applied, MemoryItem, Result, decode_result
+from zeromem.store.items import NO_FEEDBACK, KeyState, decode_item_hash
+from zeromem.store.keys import ITEM_FIELDS, redis_keys, shard_lease_key, shard_sequence_key
+from zeromem.worker.engine import Outcome
 
-_ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
 _ENCODE = msgspec.msgpack.Encoder().encode  # the same bytes as schemas.encode, one call less
 # The decisions travel as one msgpack argument. Redis's cmsgpack predates msgpack's binary
 # type, so the encoded result and item ride inside it as msgpack *strings* (raw bytes, which
@@ -27,11 +27,9 @@ _ENCODE = msgspec.msgpack.Encoder().encode  # the same bytes as schemas.encode, 
 # blob was an argument of its own, and redis-py's per-argument packing cost more than
 # Redis spent on the whole batch.
 _PACK = msgpack.Packer(use_bin_type=False, autoreset=True).pack
-_NO_FEEDBACK = FeedbackCounts()
-_COMMIT_LUA = resources.files("zeromem.worker").joinpath("commit.lua").read_text()
+_COMMIT_LUA = resources.files("zeromem.store").joinpath("commit.lua").read_text()
 # One call instead of a pipeline of commands: at a few hundred commands a batch, packing
 # each command's arguments in redis-py cost more than Redis spent answering them.
-ITEM_FIELDS = ("v", "d", "lc", "fl", "fd", "fi", "ar")
 # ARGV: item count n, stored-totals count q, n item keys, q tenants' stored-totals keys
 # (``RedisKeys.stored``), then command result keys.
 _READ_LUA = """
@@ -52,25 +50,6 @@ return out
 
 OK, DUPLICATE, STALE, FENCED = "ok", "dup", "stale", "fenced"
 BEHIND = "behind"  # Redis no longer holds applies the worker confirmed (see commit.lua)
-
-
-def decode_item_hash(fields: Sequence[bytes | None]) -> KeyState:
-    """``HMGET item v d lc fl fd fi ar`` -> KeyState."""
-    version, data, last, liked, disliked, important, archived = fields
-    feedback = (
-        FeedbackCounts(int(liked or 0), int(disliked or 0), int(important or 0))
-        if liked or disliked or important
-        else _NO_FEEDBACK
-    )
-    item = _ITEM_DECODER.decode(data) if data else None
-    return KeyState(
-        int(version or 0),
-        item,
-        (last or b"").decode(),
-        feedback,
-        archived == b"1",
-        size=len(data) if data else 0,
-    )
 
 
 @dataclass(slots=True)
@@ -190,9 +169,9 @@ class Store:
             return []
         replies = await self._commit(
             args=[
-                naming.shard_lease_key(shard),
+                shard_lease_key(shard),
                 lease_token,
-                naming.shard_sequence_key(),
+                shard_sequence_key(),
                 shard,
                 self.result_ttl_s,
                 self.tombstone_ttl_ms,
@@ -234,6 +213,6 @@ def _arg(value: object) -> str:
 def _stored_form(item: MemoryItem) -> MemoryItem:
     # Feedback counts live in their own hash fields (incremented without a version bump),
     # so the stored blob never carries a copy that could go stale.
-    if item.feedback == _NO_FEEDBACK:
+    if item.feedback == NO_FEEDBACK:
         return item  # already so (nearly always): no copy
-    return msgspec.structs.replace(item, feedback=_NO_FEEDBACK)
+    return msgspec.structs.replace(item, feedback=NO_FEEDBACK)

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from zeromem import naming
 from zeromem.schemas import UsageRow
+from zeromem.store.keys import USAGE_FIELD_SEPARATOR, RedisKeys, usage_field
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +55,10 @@ class UsageLedger:
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for (tenant, agent, minute), counts in tally.items():
-                    key = naming.RedisKeys(tenant).usage(_day(minute))
+                    key = RedisKeys(tenant).usage(_day(minute))
                     for measure, count in zip(MEASURES, counts, strict=True):
                         if count:
-                            pipe.hincrby(key, f"{minute}|{agent}|{measure}", count)
+                            pipe.hincrby(key, usage_field(minute, agent, measure), count)
                     pipe.expire(key, RETENTION_S)
                 await pipe.execute()
         except RedisError as exc:  # usage figures are best effort; recalls never suffer
@@ -90,7 +90,7 @@ async def read_usage(
     """The tenant's rows between ``since`` and ``until``. Only the days the ledger still
     keeps are read (at most 36 hash reads, whatever the range); more than ``max_rows``
     rows raise ``TooManyRows``."""
-    keys = naming.RedisKeys(tenant)
+    keys = RedisKeys(tenant)
     first = max(since, time.time() - RETENTION_S - 86400)
     if first > until:
         return []
@@ -102,7 +102,7 @@ async def read_usage(
     rows: dict[tuple[float, str], dict[str, int]] = {}
     for reply in replies:
         for field, value in reply.items():
-            parts = field.decode(errors="replace").split("|")
+            parts = field.decode(errors="replace").split(USAGE_FIELD_SEPARATOR)
             if len(parts) != 3 or parts[2] not in MEASURES:
                 continue  # not a field this ledger writes
             minute, agent, measure = parts
