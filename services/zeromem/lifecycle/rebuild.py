@@ -30,6 +30,7 @@ from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.settings import Settings
+from zeromem.store import scripts
 from zeromem.store.keys import derived_from_log, scope_pattern, shard_lease_key
 from zeromem.worker.pull import PullFeed
 
@@ -48,12 +49,6 @@ class RebuildReport:
     reaped: int
     last_sequence: int
     seconds: float
-
-
-_RELEASE_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 
 async def _clear(redis: Redis, tenant: str | None) -> int:
@@ -176,10 +171,9 @@ async def rebuild(
                 await feed.stop()
         with contextlib.suppress(Exception):
             await js.delete_consumer(naming.COMMAND_STREAM, consumer)
-        release = redis.register_script(_RELEASE_LUA)
         for shard in shards:
             with contextlib.suppress(Exception):
-                await release(keys=[shard_lease_key(shard)], args=[token])
+                await scripts.LEASE_RELEASE(redis, [shard_lease_key(shard)], [token])
         if own_nc:
             await nc.drain()
         if own_redis:

@@ -12,13 +12,11 @@ of one owner's archive hash.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from importlib import resources
 from typing import Any
 
 import msgspec
 from faststream.nats import NatsBroker, NatsMessage, NatsResponse
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
 
 from zeromem import naming
 from zeromem.lifecycle.reads import ReadRecorder
@@ -32,9 +30,9 @@ from zeromem.schemas import (
     OwnerSummary,
     encode,
 )
+from zeromem.store import scripts
 from zeromem.store.keys import RedisKeys
 
-_OWNERS_LUA = resources.files("zeromem.store").joinpath("owners.lua").read_text()
 _ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
 _AFTER_OWNER = ";"  # the byte after ':', which no owner id holds (see owners.lua)
 
@@ -42,7 +40,6 @@ _AFTER_OWNER = ";"  # the byte after ':', which no owner id holds (see owners.lu
 class OwnerBrowser:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
-        self._owners_sha = ""
 
     async def owners(self, tenant: str, prefix: str, cursor: str, limit: int) -> OwnersReply:
         """A page of owners whose ``namespace:owner_id`` starts with ``prefix``, after
@@ -50,7 +47,7 @@ class OwnerBrowser:
         keys = RedisKeys(tenant)
         start = b"[" + (cursor + _AFTER_OWNER if cursor else prefix).encode()
         end = b"[" + prefix.encode() + b"\xff" if prefix else b"+"
-        flat = await self._run_owners(keys.keys(), start, end, limit)
+        flat = await scripts.OWNERS(self.redis, [keys.keys()], [start, end, limit])
         more, pairs = flat[0], flat[1:]
         names = [pairs[i].decode() for i in range(0, len(pairs), 2)]
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -62,18 +59,6 @@ class OwnerBrowser:
             for i, owner in enumerate(names)
         )
         return OwnersReply(owners=owners, next_cursor=names[-1] if more and names else "")
-
-    async def _run_owners(self, *args: object) -> list[bytes]:
-        # EVALSHA_RO, not EVALSHA: Redis checks a script's keys as written to unless it is
-        # run read-only, and the read services' user may only read them (``redis_acl``).
-        for _ in range(2):
-            if not self._owners_sha:
-                self._owners_sha = await self.redis.script_load(_OWNERS_LUA)
-            try:
-                return await self.redis.evalsha_ro(self._owners_sha, 1, *args)  # type: ignore[no-any-return]
-            except NoScriptError:  # the server restarted, or flushed its scripts
-                self._owners_sha = ""
-        raise NoScriptError("the owners script could not be loaded")
 
     async def archived(
         self, tenant: str, owner: str, key: str, cursor: str, limit: int

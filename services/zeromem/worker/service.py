@@ -69,6 +69,7 @@ from zeromem.schemas import (
 )
 from zeromem.schemas.commands import TENANT_FULL_PATTERN
 from zeromem.settings import Settings
+from zeromem.store import scripts
 from zeromem.store.items import KeyState
 from zeromem.store.keys import (
     EXPIRING_TENANTS_KEY,
@@ -101,17 +102,6 @@ _STORING = (WRITE, TOMBSTONE)
 _ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
 
 log = logging.getLogger(__name__)
-
-_RENEW_LEASE_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
-_RELEASE_LEASE_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 
 class LeaseLostError(RuntimeError):
@@ -212,8 +202,6 @@ class WorkerService:
         )
         self.stats = WorkerStats()
         self.token = uuid.uuid4().hex
-        self._renew = redis.register_script(_RENEW_LEASE_LUA)
-        self._release = redis.register_script(_RELEASE_LEASE_LUA)
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self.owned: set[int] = set()  # shards whose lease this worker holds right now
@@ -329,7 +317,7 @@ class WorkerService:
             await asyncio.sleep(self.settings.lease_ttl_s / 3)
             try:
                 renewed_at = time.monotonic()
-                if not await self._renew(keys=[key], args=[self.token, ttl_ms]):
+                if not await scripts.LEASE_RENEW(self.redis, [key], [self.token, ttl_ms]):
                     raise LeaseLostError(shard)
                 self._lease_sure_until[shard] = renewed_at + self.settings.lease_ttl_s / 2
                 failures_since = None
@@ -341,7 +329,9 @@ class WorkerService:
     async def _confirm_lease(self, shard: int) -> None:
         checked_at = time.monotonic()
         ttl_ms = int(self.settings.lease_ttl_s * 1000)
-        if not await self._renew(keys=[shard_lease_key(shard)], args=[self.token, ttl_ms]):
+        if not await scripts.LEASE_RENEW(
+            self.redis, [shard_lease_key(shard)], [self.token, ttl_ms]
+        ):
             raise LeaseLostError(shard)
         self._lease_sure_until[shard] = checked_at + self.settings.lease_ttl_s / 2
 
@@ -450,7 +440,7 @@ class WorkerService:
                 await asyncio.wait_for(feed.stop(), 1.0)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(
-                    self._release(keys=[shard_lease_key(shard)], args=[self.token]), 1.0
+                    scripts.LEASE_RELEASE(self.redis, [shard_lease_key(shard)], [self.token]), 1.0
                 )
 
     async def _check_redis_not_behind(self, shard: int) -> None:

@@ -1,21 +1,21 @@
 """The worker's Redis access: read the state of a batch's keys, commit decided outcomes.
 
-Two round trips per batch whatever its size: one pipelined read of every key and command
-id the batch touches, one pipeline of commit-script calls (one call per command, each
-atomic on its own).
+Two round trips per batch whatever its size: one script call that reads every key and
+command id the batch touches, one call of the commit script for the batch's decisions
+(each decision atomic on its own, or all of them for a forget or an archive).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 
 import msgpack
 import msgspec
 from redis.asyncio import Redis
 
 from zeromem.schemas import Applied, MemoryItem, Result, decode_result
+from zeromem.store import scripts
 from zeromem.store.items import NO_FEEDBACK, KeyState, decode_item_hash
 from zeromem.store.keys import ITEM_FIELDS, redis_keys, shard_lease_key, shard_sequence_key
 from zeromem.worker.engine import Outcome
@@ -27,27 +27,6 @@ _ENCODE = msgspec.msgpack.Encoder().encode  # the same bytes as schemas.encode, 
 # blob was an argument of its own, and redis-py's per-argument packing cost more than
 # Redis spent on the whole batch.
 _PACK = msgpack.Packer(use_bin_type=False, autoreset=True).pack
-_COMMIT_LUA = resources.files("zeromem.store").joinpath("commit.lua").read_text()
-# One call instead of a pipeline of commands: at a few hundred commands a batch, packing
-# each command's arguments in redis-py cost more than Redis spent answering them.
-# ARGV: item count n, stored-totals count q, n item keys, q tenants' stored-totals keys
-# (``RedisKeys.stored``), then command result keys.
-_READ_LUA = """
-local n = tonumber(ARGV[1])
-local q = tonumber(ARGV[2])
-local out = {}
-for i = 3, n + 2 do
-  out[#out + 1] = redis.call('HMGET', ARGV[i], $FIELDS)
-end
-for i = n + 3, n + q + 2 do
-  out[#out + 1] = redis.call('HMGET', ARGV[i], 'n', 'b')
-end
-for i = n + q + 3, #ARGV do
-  out[#out + 1] = redis.call('GET', ARGV[i])
-end
-return out
-""".replace("$FIELDS", ", ".join(f"'{f}'" for f in ITEM_FIELDS))
-
 OK, DUPLICATE, STALE, FENCED = "ok", "dup", "stale", "fenced"
 BEHIND = "behind"  # Redis no longer holds applies the worker confirmed (see commit.lua)
 
@@ -67,8 +46,6 @@ class Store:
         self.redis = redis
         self.result_ttl_s = result_ttl_s
         self.tombstone_ttl_ms = tombstone_ttl_s * 1000
-        self._commit = redis.register_script(_COMMIT_LUA)
-        self._read = redis.register_script(_READ_LUA)
 
     async def read(
         self, keys: Sequence[tuple[str, str]], command_ids: Sequence[tuple[str, str]]
@@ -84,11 +61,14 @@ class Store:
         tenants: Sequence[str],
     ) -> tuple[list[KeyState], list[Result | None], dict[str, list[int]]]:
         """``read``, and what each of ``tenants`` stores: [memories, bytes]."""
-        args: list[object] = [len(keys), len(tenants)]
-        args += [redis_keys(tenant).item(key) for tenant, key in keys]
-        args += [redis_keys(tenant).stored() for tenant in tenants]
-        args += [redis_keys(tenant).command(cid) for tenant, cid in command_ids]
-        replies = await self._read(args=args)
+        # One call instead of a pipeline of commands: at a few hundred commands a batch,
+        # packing each command's arguments in redis-py cost more than Redis spent answering.
+        rkeys: list[object] = [redis_keys(tenant).item(key) for tenant, key in keys]
+        rkeys += [redis_keys(tenant).stored() for tenant in tenants]
+        rkeys += [redis_keys(tenant).command(cid) for tenant, cid in command_ids]
+        replies = await scripts.READ_ITEMS(
+            self.redis, rkeys, [len(keys), len(tenants), *ITEM_FIELDS]
+        )
         states = [decode_item_hash(r) for r in replies[: len(keys)]]
         totals_end = len(keys) + len(tenants)
         totals = {
@@ -167,11 +147,11 @@ class Store:
         """Commit decisions built by ``decision``, in order, in one script call."""
         if not decisions:
             return []
-        replies = await self._commit(
-            args=[
-                shard_lease_key(shard),
+        replies = await scripts.COMMIT(
+            self.redis,
+            [shard_lease_key(shard), shard_sequence_key()],
+            [
                 lease_token,
-                shard_sequence_key(),
                 shard,
                 self.result_ttl_s,
                 self.tombstone_ttl_ms,
