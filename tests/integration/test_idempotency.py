@@ -50,8 +50,13 @@ async def test_same_command_id_published_twice_is_applied_once(
 class CrashAfterCommit(WorkerService):
     """Applies a batch to Redis, then dies before acking it: the worst moment to crash."""
 
-    async def _publish_results(self, shard, batch, results):  # type: ignore[override]
-        raise ConnectionAbortedError("simulated crash between apply and ack")
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+
+        async def crash(shard, batch, results):  # type: ignore[no-untyped-def]
+            raise ConnectionAbortedError("simulated crash between apply and ack")
+
+        self.outbox.publish_results = crash  # type: ignore[method-assign]
 
 
 async def test_worker_killed_after_apply_before_ack_applies_nothing_twice(isolated) -> None:

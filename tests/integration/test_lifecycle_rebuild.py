@@ -14,10 +14,10 @@ import time
 from tests.harness import ServiceSet
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis, shard_backlogs
-from zeromem.lifecycle.rebuild import rebuild
 from zeromem.lifecycle.snapshot import differences, snapshot
 from zeromem.sdk import MemoryClient
 from zeromem.store.keys import RedisKeys
+from zeromem.worker.rebuild import rebuild
 
 WORDS = [
     "alpha",

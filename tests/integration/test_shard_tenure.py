@@ -15,8 +15,8 @@ from zeromem import naming
 from zeromem.bus import connect_nats, open_shard_consumer, provision, shard_backlogs
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
+from zeromem.worker.messages import stream_position
 from zeromem.worker.pull import PullFeed
-from zeromem.worker.service import stream_position
 
 
 async def _publish(settings: Settings, tenant: str, owner: str, n: int) -> int:

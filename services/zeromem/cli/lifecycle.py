@@ -190,7 +190,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from zeromem.lifecycle.rebuild import rebuild
+    from zeromem.worker.rebuild import rebuild
 
     main = _main()
     settings = main._admin_settings(args)

@@ -14,9 +14,9 @@ import msgpack
 import msgspec
 from redis.asyncio import Redis
 
-from zeromem.schemas import Applied, MemoryItem, Result, decode_result
+from zeromem.schemas import Applied, MemoryItem, Result, decode_result, owner_of
 from zeromem.store import scripts
-from zeromem.store.items import NO_FEEDBACK, KeyState, decode_item_hash
+from zeromem.store.items import NO_FEEDBACK, KeyState, decode_item, decode_item_hash
 from zeromem.store.keys import ITEM_FIELDS, redis_keys, shard_lease_key, shard_sequence_key
 from zeromem.worker.engine import Outcome
 
@@ -78,6 +78,31 @@ class Store:
         done = [decode_result(r) if r else None for r in replies[totals_end:]]
         return states, done, totals
 
+    async def shard_position(self, shard: int) -> int:
+        """The shard's last applied command-stream sequence, as the commits recorded it."""
+        raw = await self.redis.hget(shard_sequence_key(), str(shard))
+        return int(raw or 0)
+
+    async def archived_item(self, tenant: str, key: str) -> MemoryItem | None:
+        """A memory in the archive tier (what a restore brings back)."""
+        blob = await self.redis.hget(redis_keys(tenant).archive(owner_of(key)), key)
+        return decode_item(blob) if blob else None
+
+    async def owner_memories(
+        self, tenant: str, owner: str, low: str, high: str, *, archived: bool
+    ) -> tuple[list[str], dict[str, MemoryItem]]:
+        """The keys of ``owner``'s live memories updated between ``low`` and ``high`` (score
+        bounds of its time index) and, with ``archived``, its archive tier."""
+        keys = redis_keys(tenant)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zrangebyscore(keys.by_time(owner), low, high)
+            if archived:
+                pipe.hgetall(keys.archive(owner))
+            replies = await pipe.execute()
+        live = [k.decode() for k in replies[0]]
+        tier = {k.decode(): decode_item(v) for k, v in replies[1].items()} if archived else {}
+        return live, tier
+
     async def commit(
         self,
         outcomes: Sequence[Outcome],
@@ -134,6 +159,16 @@ class Store:
             else (),
             keys.stored(),
         )
+
+    @staticmethod
+    def decision_key(decision: tuple[object, ...]) -> str:
+        """The memory a decision built by ``decision`` writes."""
+        return str(decision[0])
+
+    @staticmethod
+    def stored_bytes(decision: tuple[object, ...]) -> int:
+        """The size of the memory a write decision stores (its encoded form)."""
+        return len(decision[9])  # type: ignore[arg-type]
 
     async def commit_decisions(
         self,
