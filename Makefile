@@ -88,9 +88,10 @@ reliability: $(STAMP) ## crash, restart, contention, hostile-input and load scen
 
 PY_SOURCES := schemas services tests bench examples
 
-lint: $(STAMP) ## ruff (rules and the formatter's check)
+lint: $(STAMP) ## ruff (rules and the formatter's check), the import contract (layers, no cycles)
 	$(BIN)/python -m ruff check $(PY_SOURCES)
 	$(BIN)/python -m ruff format --check $(PY_SOURCES)
+	$(BIN)/lint-imports --no-cache --no-logo
 
 format: $(STAMP) ## ruff format, and the fixes ruff can make on its own
 	$(BIN)/python -m ruff format $(PY_SOURCES)

@@ -12,8 +12,8 @@ from redis.asyncio import Redis
 from zeromem.bus import connect_nats, connect_redis, nats_connect_options
 from zeromem.heap import settle_after_start
 from zeromem.query.gate import TenantGate
+from zeromem.query.recall_responder import RecallResponder
 from zeromem.query.service import register_query_handlers, register_stats_handler
-from zeromem.recall.responder import RecallResponder
 from zeromem.recall.service import RecallService
 from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
@@ -22,7 +22,7 @@ from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
 @dataclass
 class ReadServices:
     broker: NatsBroker  # get, list, stats (FastStream)
-    nc: NatsClient  # recall (a plain subscription, see recall.responder)
+    nc: NatsClient  # recall (a plain subscription, see query.recall_responder)
     responder: RecallResponder
     recall: RecallService
 

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zeromem.schemas import RecallReply, UsageRow
+from zeromem.store.usage import usage_totals
 
 
 def print_recall(reply: RecallReply, explain: bool, console: Console | None = None) -> None:
@@ -46,19 +47,6 @@ def print_recall(reply: RecallReply, explain: bool, console: Console | None = No
             style=style,
         )
     console.print(table)
-
-
-def usage_totals(rows: Sequence[UsageRow]) -> dict[str, dict[str, int]]:
-    totals: dict[str, dict[str, int]] = {}
-    for row in rows:
-        t = totals.setdefault(
-            row.agent, dict.fromkeys(("recalls", "injected", "baseline", "history"), 0)
-        )
-        t["recalls"] += row.recalls
-        t["injected"] += row.injected
-        t["baseline"] += row.baseline
-        t["history"] += row.history
-    return totals
 
 
 def usage_series(rows: Sequence[UsageRow]) -> tuple[list[float], dict[str, list[int]]]:

@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.lifecycle.reads import ReadRecorder
+from zeromem.query.admission import error_response
 from zeromem.schemas import (
     ArchivedReply,
     ArchivedRequest,
@@ -126,6 +127,4 @@ def register_browse_handlers(
 
 
 def _bad_request(message: str) -> NatsResponse:
-    from zeromem.query.service import error_response
-
     return error_response("bad_request", message)

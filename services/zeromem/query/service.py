@@ -26,6 +26,7 @@ from zeromem.logs import BoundedLog
 from zeromem.query.admission import (
     Refused,
     admit_request,
+    error_response,
     reader_from_subject,  # noqa: F401 - part of this module's API (tests import it here)
     stats_window,
     tenant_of_query_subject,
@@ -35,7 +36,6 @@ from zeromem.query.gate import TenantGate
 from zeromem.query.reads import get_items, list_keys
 from zeromem.recall.service import RecallService
 from zeromem.schemas import (
-    ErrorReply,
     GetReply,
     GetRequest,
     ListRequest,
@@ -52,12 +52,6 @@ from zeromem.telemetry import Telemetry
 log = logging.getLogger(__name__)
 _log = BoundedLog(log, Limits().log_interval_s)
 T = TypeVar("T")
-
-
-def error_response(code: str, message: str) -> NatsResponse:
-    return NatsResponse(
-        encode(ErrorReply(error=message, code=code)), headers={naming.ERROR_HEADER: code}
-    )
 
 
 # Handlers running at once per subscription: enough that the requests one tenant may
@@ -168,7 +162,7 @@ def register_stats_handler(
     gate: TenantGate | None = None,
 ) -> RecallService:
     """The stats query; returns the recall service whose usage ledger it reads (the recall
-    subject itself is answered by ``recall.responder``, off FastStream, for latency)."""
+    subject itself is answered by ``query.recall_responder``, off FastStream, for latency)."""
     settings = Settings.from_env()
     limits = gate.limits if gate is not None else settings.limits
     gate = gate or TenantGate(limits)

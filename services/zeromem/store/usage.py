@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from redis.asyncio import Redis
@@ -115,3 +116,15 @@ async def read_usage(
                 if max_rows is not None and len(rows) > max_rows:
                     raise TooManyRows(f"more than {max_rows} rows")
     return [UsageRow(minute=m, agent=a, **counts) for (m, a), counts in sorted(rows.items())]
+
+
+def usage_totals(rows: Sequence[UsageRow]) -> dict[str, dict[str, int]]:
+    """Per agent, each measure summed over ``rows``."""
+    totals: dict[str, dict[str, int]] = {}
+    for row in rows:
+        t = totals.setdefault(row.agent, dict.fromkeys(MEASURES, 0))
+        t["recalls"] += row.recalls
+        t["injected"] += row.injected
+        t["baseline"] += row.baseline
+        t["history"] += row.history
+    return totals
