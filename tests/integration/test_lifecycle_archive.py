@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from tests.eventually import eventually
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.lifecycle.archive import owners_to_archive, schedule_archive
 from zeromem.lifecycle.snapshot import snapshot
@@ -104,11 +105,7 @@ async def test_the_schedule_archives_old_memories_of_every_owner(running, tenant
             ]
             sent = await schedule_archive(nc, redis, running, cutoff, tenants=[tenant])
             assert sent == 3
-            for _ in range(100):
-                page = await client.list("")
-                if len(page.keys) == 2:
-                    break
-                await asyncio.sleep(0.05)
+            page = await eventually(lambda: client.list(""), lambda p: len(p.keys) == 2)
             assert page.keys == ("task:t2:b", "team:x:c")
         finally:
             await nc.close()

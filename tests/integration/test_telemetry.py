@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.eventually import eventually
 from tests.harness import ServiceSet
 from zeromem.auth.authority import Authority
 from zeromem.embedded import free_port
@@ -90,21 +91,14 @@ async def test_prometheus_endpoint_of_a_running_service_shows_the_token_metrics(
             await client.put("user:u1:a", 1, content="alpha beta gamma", wait="applied")
             await services.readers[0].stop()  # leave the subprocess as the only recall service
             services.readers.clear()
-            for _ in range(50):
-                try:
-                    await client.recall("alpha", owners=["user:u1"])
-                    break
-                except Exception:
-                    await asyncio.sleep(0.1)
-            body = ""
-            for _ in range(50):
-                try:
-                    body = await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/metrics")
-                    if "zeromem_recall_tokens_injected" in body:
-                        break
-                except OSError:
-                    pass
-                await asyncio.sleep(0.1)
+            await eventually(
+                lambda: client.recall("alpha", owners=["user:u1"]), retry_on=(Exception,)
+            )
+            body = await eventually(
+                lambda: asyncio.to_thread(_get, f"http://127.0.0.1:{port}/metrics"),
+                lambda body: "zeromem_recall_tokens_injected" in body,
+                retry_on=(OSError,),
+            )
         assert "zeromem_recall_tokens_injected" in body
         assert "zeromem_recall_tokens_baseline" in body
         assert 'zeromem_tenant="acme"' in body

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.eventually import eventually
 from zeromem.sdk import MemoryClient
 from zeromem.store.keys import RedisKeys
 
@@ -46,11 +47,7 @@ async def test_append_without_a_name_generates_time_ordered_keys(client: MemoryC
     await client.flush()
     keys = [r.key for r in receipts]
     assert all(k.startswith("session:s1:") for k in keys) and keys == sorted(keys)
-    for _ in range(100):
-        page = await client.list("session:s1:")
-        if len(page.keys) == 5:
-            break
-        await asyncio.sleep(0.05)
+    page = await eventually(lambda: client.list("session:s1:"), lambda p: len(p.keys) == 5)
     assert list(page.keys) == keys
     assert [i.value for i in page.items] == [f"turn {i}" for i in range(5)]
 
@@ -93,10 +90,10 @@ async def test_ttl_expires_and_leaves_no_index_entry(client: MemoryClient, runni
     keys = RedisKeys(client.tenant)
     redis = connect_redis(running)
     try:
-        for _ in range(100):  # the reaper runs every 0.2 s in the tests
-            if await redis.zscore(keys.keys(), "session:s9:scratch") is None:
-                break
-            await asyncio.sleep(0.05)
+        # the reaper runs every 0.2 s in the tests
+        await eventually(
+            lambda: redis.zscore(keys.keys(), "session:s9:scratch"), lambda score: score is None
+        )
         owner = "session:s9"
         assert await redis.zscore(keys.keys(), "session:s9:scratch") is None
         assert await redis.zscore(keys.by_time(owner), "session:s9:scratch") is None
