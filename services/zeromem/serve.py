@@ -9,7 +9,7 @@ from faststream.nats import NatsBroker
 from nats.aio.client import Client as NatsClient
 from redis.asyncio import Redis
 
-from zeromem.bus import connect_nats, connect_redis, nats_connect_options
+from zeromem.bus import connect_nats, connect_redis, connection_events, nats_connect_options
 from zeromem.heap import settle_after_start
 from zeromem.query.gate import TenantGate
 from zeromem.query.recall_responder import RecallResponder
@@ -35,6 +35,8 @@ class ReadServices:
             settings.nats_url,
             logger=None,
             max_reconnect_attempts=-1,
+            reconnect_time_wait=0.25,  # as every other service connection (bus.connect_nats)
+            **connection_events("zeromem-read"),
             **nats_connect_options(settings),
         )
         gate = TenantGate(settings.limits)  # every read of this process takes turns here

@@ -15,13 +15,44 @@ from tests.reliability.history import SUMMARY_LINES
 from zeromem.auth.authority import Authority
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    report = yield
+    if report.when == "call":
+        item.stash[CALL_FAILED] = report.failed
+    return report
+
+
+CALL_FAILED = pytest.StashKey[bool]()
+LOG_TAIL_LINES = 40
+
+
 @pytest.fixture
-async def cluster(tmp_path: Path, authority: Authority) -> AsyncIterator[Cluster]:
+async def cluster(
+    tmp_path: Path, authority: Authority, request: pytest.FixtureRequest
+) -> AsyncIterator[Cluster]:
     deployment = await Cluster(tmp_path / "cluster", authority).start()
     try:
         yield deployment
     finally:
         deployment.stop()
+        if request.node.stash.get(CALL_FAILED, False):
+            print_service_logs(deployment.root)
+
+
+def print_service_logs(root: Path) -> None:
+    """A failed scenario's evidence: the end of each worker's and read service's log (the
+    temp dir is gone by the time anyone reads a CI report). Tracebacks are folded to
+    their last line so the tail shows events, not frames."""
+    for log in sorted(root.glob("*.log")):
+        lines = [
+            line
+            for line in log.read_text(errors="replace").splitlines()
+            if line and not line.startswith((" ", "Traceback"))
+        ]
+        print(f"--- {log.name}: last {LOG_TAIL_LINES} of {len(lines)} lines")
+        for line in lines[-LOG_TAIL_LINES:]:
+            print(line[:300])
 
 
 @pytest.fixture

@@ -76,12 +76,14 @@ def _detail(command: Command, result: Result, redactor: Redactor) -> dict[str, A
     if type(command) is Put:
         sensitive = command.sensitive or (item is not None and item.sensitive)
         hidden = sensitive or redactor.key_is_sensitive(result.key)
+        content = item.content if item else command.content
         return {
             "type": _TYPE_NAMES[command.type],
-            "content": REDACTED if hidden else (item.content if item else command.content),
+            # the agent's own content may hold a secret of a known shape ("token=sk-...")
+            "content": REDACTED if hidden else (redactor.text(content) if content else content),
         }
     if type(command) is Patch:
-        names = sorted(command.patch) if isinstance(command.patch, dict) else []
+        names = _field_names(command.patch, redactor)
         if not applied or item is None or item.sensitive or redactor.key_is_sensitive(result.key):
             # A refused patch's memory may be sensitive; only field names are certain to be safe.
             return {"fields": names}
@@ -102,6 +104,17 @@ def _detail(command: Command, result: Result, redactor: Redactor) -> dict[str, A
             **({"prefix": command.prefix} if command.prefix else {}),
         }
     return {}
+
+
+def _field_names(patch: Any, redactor: Redactor) -> list[str]:
+    """A patch's top-level field names as text (a map may have bytes or integer keys, which
+    do not sort together), a name shaped like a secret redacted."""
+    if not isinstance(patch, dict):
+        return []
+    return sorted(
+        redactor.text(k.decode("utf-8", "replace") if isinstance(k, bytes) else str(k))
+        for k in patch
+    )
 
 
 _TYPE_NAMES = {t: t.value for t in MemoryType}  # an enum's .value is a slow property

@@ -7,9 +7,14 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
-# Key names and value fields that hold secrets unless a deployment says otherwise.
+# Key names and value fields that hold secrets unless a deployment says otherwise. Matched
+# against the name as written and its normal form (``X-Auth-Token`` -> ``_x_auth_token_``,
+# see lifecycle.redact): long words anywhere in a name, short ones as whole words only, so
+# ``db_pwd`` and ``authToken`` are secrets and ``author`` and ``max_tokens`` are not.
 DEFAULT_SENSITIVE_PATTERN = (
-    r"(?i)(password|passwd|passphrase|secret|token|api[_-]?key|credential|ssn|private[_-]?key)"
+    r"(?i)(password|passwd|passphrase|secret|credential|authoriz|bearer|cookie"
+    r"|api_?key|access_?key|private_?key|signing_?key|client_?key|encryption_?key"
+    r"|_(?:pwd|pass|auth|oauth|token|ssn|session|sid|pin|otp|cvv|cvc|jwt)_)"
 )
 
 

@@ -4,8 +4,10 @@ token counts computed once, at write time, instead of on every recall."""
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from zeromem.encoding import encode_value
+from zeromem.lifecycle.redact import Redactor
 from zeromem.schemas import MemoryItem, MemoryKey
 from zeromem.store.text import doc_length, index_terms, source_text
 from zeromem.store.tokens import DEFAULT_ENCODING, count_tokens
@@ -34,10 +36,19 @@ def _analyse(
     )
 
 
-def default_engine(max_clock_skew_s: float = DEFAULT_MAX_CLOCK_SKEW_S) -> Engine:
+def default_engine(
+    max_clock_skew_s: float = DEFAULT_MAX_CLOCK_SKEW_S, redactor: Redactor | None = None
+) -> Engine:
+    redactor = redactor or Redactor()
+
+    def derive_content(value: Any) -> str:
+        # From the redacted value: content is indexed, audited and injected into prompts,
+        # so a password field or an API key in a value must not reach it (issue 14).
+        return encode_value(redactor.value(value))
+
     return Engine(
         analyse=analyse,
-        derive_content=encode_value,
+        derive_content=derive_content,
         encoding=DEFAULT_ENCODING,
         max_clock_skew_s=max_clock_skew_s,
     )

@@ -32,6 +32,8 @@ from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
+from zeromem.lifecycle.redact import Redactor
+from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.settings import Settings
 from zeromem.store import scripts
 from zeromem.store.keys import derived_from_log, scope_pattern, shard_lease_key
@@ -111,13 +113,15 @@ async def rebuild(
     token = f"rebuild-{uuid.uuid4().hex}"
     shards = list(range(settings.shards))
     ttl_ms = int(settings.lease_ttl_s * 1000)
+    lifecycle = LifecycleSettings.from_env()
     telemetry = Telemetry()
     telemetry.bound(settings.limits.metric_tenants, settings.limits.metric_agents)
     # The workers' own applier under the rebuild's token, reporting nothing (no results,
     # change feed or audit: those went out when the commands were first applied).
     applier = Applier(
         Store(redis, result_ttl_s=settings.result_ttl_s, tombstone_ttl_s=settings.tombstone_ttl_s),
-        default_engine(max_clock_skew_s=settings.max_clock_skew_s),
+        # the workers' rules, redaction of derived content included: the same decisions
+        default_engine(settings.max_clock_skew_s, Redactor(lifecycle.sensitive_pattern)),
         token=token,
         limits=settings.limits,
         batch_size=settings.batch_size,

@@ -95,7 +95,7 @@ class WorkerService:
         if engine is None:
             from zeromem.worker.analysis import default_engine
 
-            engine = default_engine(max_clock_skew_s=settings.max_clock_skew_s)
+            engine = default_engine(settings.max_clock_skew_s, self.redactor)
         self.engine = engine
         self.limits = settings.limits
         self.leases = ShardLeases(redis, settings.lease_ttl_s)
