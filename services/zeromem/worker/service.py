@@ -13,6 +13,11 @@ dead-lettered alone; a round that fails because Redis or NATS is down is retried
 for as long as the outage lasts; one that fails for any other reason is split into its
 messages, and a message that keeps failing is dead-lettered whole after
 ``Limits.message_attempts``. Nothing is retried for ever, and a stop is always prompt.
+
+This module is the consume loop and a batch's course; the rest is in its own module:
+``lease`` (taking and keeping a shard), ``messages`` (admission of a message's commands),
+``applier`` (deciding and committing, store and engine only), ``outbox`` (results, change
+feed, audit, dead letters) and ``jobs`` (reaper, archive schedule, lag).
 """
 
 from __future__ import annotations
