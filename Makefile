@@ -3,8 +3,14 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The contract's conformance test runs a Node.js client (tests/contract/node) written from
+# schemas/ alone. Node and npm come from the distribution (apt-get: Debian 12's Node 18 is
+# enough) where they are missing; the client's packages from its lock file (npm ci).
+NODE_DIR := tests/contract/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: help install run test test-unit test-browser inspect inspector-screenshots inspector-vendor reliability demo format bench-write bench-write-cost bench-recall bench-auth bench-inspect bench-quality lint schemas clean
+.PHONY: help install run test test-unit contract-deps test-browser inspect inspector-screenshots inspector-vendor reliability test-cluster demo format bench-write bench-write-cost bench-recall bench-auth bench-inspect bench-quality lint schemas clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -20,8 +26,17 @@ install: $(STAMP) ## create the virtualenv and install zeromem with its test too
 run: $(STAMP) ## start NATS, Redis, the workers and the read services (Ctrl-C stops)
 	$(BIN)/zeromem up
 
-test: $(STAMP) ## the whole suite against real servers (a few minutes)
+test: $(STAMP) $(NODE_STAMP) ## the whole suite against real servers (a few minutes)
 	$(BIN)/python -m pytest -q
+
+$(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+		$(SUDO) apt-get update -q && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q nodejs npm; }
+	cd $(NODE_DIR) && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+contract-deps: $(NODE_STAMP) ## Node.js and the npm packages of the contract's conformance client
 
 test-unit: $(STAMP) ## unit tests only (no servers)
 	$(BIN)/python -m pytest -q tests/unit
@@ -37,8 +52,8 @@ $(BROWSER_STAMP): $(STAMP)
 	touch $(BROWSER_STAMP)
 
 $(CHROMIUM):
-	$(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q
-	$(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+	$(SUDO) apt-get update -q
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
 
 test-browser: $(BROWSER_STAMP) $(CHROMIUM) ## the inspector in headless Chromium: browse, recall, live, dead letters
 	ZEROMEM_BROWSER_TESTS=1 ZEROMEM_CHROMIUM=$(CHROMIUM) ZEROMEM_ARTIFACTS=$(ARTIFACTS) \
@@ -85,6 +100,9 @@ bench-quality: $(STAMP) ## recall on long generated dialogues (dev and held-out)
 
 reliability: $(STAMP) ## crash, restart, contention, hostile-input and load scenarios, long versions
 	ZEROMEM_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability --timeout=1800
+
+test-cluster: $(STAMP) ## the write path on a 3-node JetStream cluster (3 replicas), nodes killed under load, long version
+	ZEROMEM_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability/test_nats_cluster.py --timeout=1800
 
 PY_SOURCES := schemas services tests bench examples
 

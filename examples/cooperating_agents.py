@@ -1,7 +1,8 @@
 """Two agents cooperating on one task's status, with compare-and-set and a change feed.
 
-    zeromem up                                 # in one shell
-    python examples/cooperating_agents.py      # in another, same directory
+    zeromem up                                 # in one shell (or: make run)
+    python examples/cooperating_agents.py      # in another, same directory (venv active)
+    python examples/cooperating_agents.py --nats-url nats://host:4222 --tenant acme
 
 Alice and Bob both work on task t42. Each step is a read-modify-write of
 ``task:t42:status``: read it (with its version), append the step, write it back with
@@ -15,16 +16,20 @@ and sees nothing twice.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from zeromem.sdk import MemoryClient
+from zeromem.sdk import MemoryClient, ZeromemError
 
 KEY = "task:t42:status"
 STEPS = 5
+# A step retried this many times has lost to the other agent every time: with two agents
+# that means something else is wrong (a third writer), so say so rather than loop.
+MAX_ATTEMPTS = 20
 
 
 @dataclass
@@ -42,7 +47,7 @@ async def _agent(
     name = memory.agent
     report.conflicts[name] = 0
     for step in range(STEPS):
-        while True:
+        for _attempt in range(MAX_ATTEMPTS):
             current = await memory.get(KEY)
             if step == 0 and report.conflicts[name] == 0:
                 await race.wait()  # both hold version 1 now: one of the writes must lose
@@ -64,6 +69,8 @@ async def _agent(
                 f"{name:>5}: conflict (expected {current.version}, now "
                 f"{receipt.current_version}); re-reading and retrying"
             )
+        else:
+            raise RuntimeError(f"{name}: step {step} lost {MAX_ATTEMPTS} races in a row")
 
 
 async def run_demo(
@@ -128,5 +135,22 @@ async def run_demo(
     return report
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--nats-url",
+        help="NATS to use (default: ZEROMEM_NATS_URL, else the stack `zeromem up` runs here)",
+    )
+    parser.add_argument("--tenant", help="tenant (default: a new demo-... tenant per run)")
+    parser.add_argument("--shards", type=int, help="shard count (default: ZEROMEM_SHARDS or 16)")
+    return parser.parse_args(argv)
+
+
 if __name__ == "__main__":
-    asyncio.run(run_demo(sys.argv[1] if len(sys.argv) > 1 else None))
+    args = parse_args()
+    try:
+        asyncio.run(run_demo(args.nats_url, tenant=args.tenant, shards=args.shards))
+    except (ZeromemError, RuntimeError) as exc:
+        sys.exit(f"error: {exc}")
+    except KeyboardInterrupt:
+        sys.exit(130)

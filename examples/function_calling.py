@@ -8,7 +8,7 @@ Session 1 is a long conversation; session 2 starts fresh and asks about it. The 
 prints what session 2's prompt costs when the whole of session 1 is pasted in, against
 what it costs with the memory tools (their definitions + one recall result).
 
-    .venv/bin/python examples/function_calling.py [--short]
+    python examples/function_calling.py [--short]    # virtualenv active (make run made it)
 """
 
 from __future__ import annotations
@@ -16,16 +16,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from typing import Any
 
 from zeromem.integrations.local import issue_credentials, local_stack
 from zeromem.integrations.shadow import message_tokens
-from zeromem.sdk import MemoryClient
+from zeromem.sdk import MemoryClient, ZeromemError
 from zeromem.sdk.hooks import AutoMemory
 from zeromem.store.tokens import count_tokens
 from zeromem.tools import ToolDispatcher, tool_definitions, tool_definitions_tokens
 
 USER = "u10086"
+MAX_ROUNDS = 8
 
 
 _calls = 0
@@ -57,14 +59,16 @@ class ScriptedModel:
 async def run_turn(
     model: ScriptedModel, tools: ToolDispatcher, messages: list[dict[str, Any]]
 ) -> str:
-    """The standard loop: call the model, run its tool calls, repeat until it answers."""
-    while True:
+    """The standard loop: call the model, run its tool calls, repeat until it answers
+    (at most ``MAX_ROUNDS`` rounds: a model that only ever calls tools must not loop)."""
+    for _round in range(MAX_ROUNDS):
         reply = model.respond(messages, tools.tools)
         messages.append({"role": "assistant", **reply})
         if not reply.get("tool_calls"):
             return str(reply.get("content", ""))
         for tool_call in reply["tool_calls"]:
             messages.append(await tools.call_openai(tool_call))
+    raise RuntimeError(f"no answer after {MAX_ROUNDS} rounds of tool calls")
 
 
 def chatter(n: int) -> list[dict[str, Any]]:
@@ -211,4 +215,8 @@ async def main(short: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short", action="store_true", help="a short session 1 (for tests)")
-    asyncio.run(main(parser.parse_args().short))
+    args = parser.parse_args()
+    try:
+        asyncio.run(main(args.short))
+    except (ZeromemError, RuntimeError) as exc:
+        sys.exit(f"error: {exc}")

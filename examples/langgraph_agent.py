@@ -8,23 +8,28 @@ node ``answer`` searches the store for what the current message needs. Swapping
 Printed at the end: the tokens a history-stuffing agent would have sent over the run
 against what this one sent (the current message plus the items the store returned).
 
-    .venv/bin/python examples/langgraph_agent.py [--short]
+    python examples/langgraph_agent.py [--short]    # virtualenv active (make run made it)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from typing import Any, TypedDict
 
-from langgraph.config import get_store
-from langgraph.graph import END, START, StateGraph
-
-from zeromem.integrations.langgraph_store import ZeromemStore
 from zeromem.integrations.local import issue_credentials, local_stack
-from zeromem.sdk import MemoryClient
+from zeromem.sdk import MemoryClient, ZeromemError
 from zeromem.sdk.hooks import PreferenceRules
 from zeromem.store.tokens import count_tokens
+
+try:
+    from langgraph.config import get_store
+    from langgraph.graph import END, START, StateGraph
+
+    from zeromem.integrations.langgraph_store import ZeromemStore
+except ImportError:
+    sys.exit("error: this example needs LangGraph; pip install 'zeromem[langgraph]'")
 
 RULES = PreferenceRules()
 
@@ -116,4 +121,8 @@ async def main(short: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short", action="store_true", help="two passes of the script")
-    asyncio.run(main(parser.parse_args().short))
+    args = parser.parse_args()
+    try:
+        asyncio.run(main(args.short))
+    except ZeromemError as exc:
+        sys.exit(f"error: {exc}")

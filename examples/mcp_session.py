@@ -5,7 +5,7 @@ MCP-capable client (an IDE, a desktop assistant) would, lists the tools, writes 
 memories and recalls them. Prints the tokens the recall saved against injecting every
 memory of the owner.
 
-    .venv/bin/python examples/mcp_session.py [--short]
+    python examples/mcp_session.py [--short]    # virtualenv active (make run made it)
 """
 
 from __future__ import annotations
@@ -17,9 +17,13 @@ import os
 import sys
 from typing import Any
 
-from mcp import ClientSession, StdioServerParameters, stdio_client
-
 from zeromem.integrations.local import issue_credentials, local_stack
+from zeromem.sdk import ZeromemError
+
+try:
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+except ImportError:
+    sys.exit("error: this example needs the MCP SDK; pip install 'zeromem[mcp]'")
 
 FACTS = [
     ("deploy_window", "Deploys happen Tuesdays 14:00-16:00 UTC; never on Fridays."),
@@ -93,4 +97,8 @@ async def main(short: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short", action="store_true", help="fewer memories")
-    asyncio.run(main(parser.parse_args().short))
+    args = parser.parse_args()
+    try:
+        asyncio.run(main(args.short))
+    except ZeromemError as exc:
+        sys.exit(f"error: {exc}")

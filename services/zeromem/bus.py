@@ -6,11 +6,14 @@ a fresh server creates the layout and the others find it in place.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import (
     AckPolicy,
@@ -22,7 +25,7 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import NotFoundError
+from nats.js.errors import NotFoundError, ServiceUnavailableError
 from redis.asyncio import Redis
 
 from zeromem import naming
@@ -92,7 +95,7 @@ def connection_events(name: str) -> dict[str, Any]:
 async def connect_nats(settings: Settings, name: str) -> NatsClient:
     nc = _Client() if hasattr(NatsClient, "_parse_header_lines") else NatsClient()
     await nc.connect(
-        settings.nats_url,
+        settings.nats_servers,
         name=name,
         max_reconnect_attempts=-1,  # a service outlives a broker restart
         reconnect_time_wait=0.25,
@@ -129,26 +132,28 @@ def connect_redis(settings: Settings) -> Redis:
 def command_stream_config(settings: Settings) -> StreamConfig:
     return StreamConfig(
         name=naming.COMMAND_STREAM,
-        subjects=[naming.COMMAND_SUBJECTS, naming.IMPORT_SUBJECTS],
+        subjects=naming.command_stream_subjects(settings.shards),
         retention=RetentionPolicy.LIMITS,  # the log is kept: audit and rebuild read it
         storage=StorageType.FILE,
         discard=DiscardPolicy.OLD,
         max_age=settings.stream_max_age_s or None,
         duplicate_window=settings.dedupe_window_s,
+        num_replicas=settings.stream_replicas,
     )
 
 
-def dead_letter_stream_config() -> StreamConfig:
+def dead_letter_stream_config(settings: Settings) -> StreamConfig:
     return StreamConfig(
         name=naming.DEAD_LETTER_STREAM,
         subjects=[naming.DEAD_LETTER_SUBJECTS],
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
         max_age=30 * 24 * 3600,
+        num_replicas=settings.stream_replicas,
     )
 
 
-def change_stream_config(lifecycle: LifecycleSettings) -> StreamConfig:
+def change_stream_config(settings: Settings, lifecycle: LifecycleSettings) -> StreamConfig:
     """The change feed, retained for a while so a subscriber that was away resumes from
     where it stopped (a position or a time) instead of missing what happened."""
     return StreamConfig(
@@ -159,10 +164,11 @@ def change_stream_config(lifecycle: LifecycleSettings) -> StreamConfig:
         discard=DiscardPolicy.OLD,
         max_age=lifecycle.change_max_age_s or None,
         max_bytes=lifecycle.change_max_bytes or None,
+        num_replicas=settings.stream_replicas,
     )
 
 
-def audit_stream_config(lifecycle: LifecycleSettings) -> StreamConfig:
+def audit_stream_config(settings: Settings, lifecycle: LifecycleSettings) -> StreamConfig:
     return StreamConfig(
         name=naming.AUDIT_STREAM,
         subjects=[naming.AUDIT_SUBJECTS],
@@ -170,6 +176,7 @@ def audit_stream_config(lifecycle: LifecycleSettings) -> StreamConfig:
         storage=StorageType.FILE,
         discard=DiscardPolicy.OLD,
         max_age=lifecycle.audit_max_age_s or None,
+        num_replicas=settings.stream_replicas,
     )
 
 
@@ -282,7 +289,25 @@ async def provision(
     """Create (or update) the command, dead-letter, change and audit streams. The shard
     consumers are the workers' own (``open_shard_consumer``)."""
     lifecycle = lifecycle or LifecycleSettings.from_env()
-    await _ensure_stream(js, command_stream_config(settings))
-    await _ensure_stream(js, dead_letter_stream_config())
-    await _ensure_stream(js, change_stream_config(lifecycle))
-    await _ensure_stream(js, audit_stream_config(lifecycle))
+    configs = (
+        command_stream_config(settings),
+        dead_letter_stream_config(settings),
+        change_stream_config(settings, lifecycle),
+        audit_stream_config(settings, lifecycle),
+    )
+    # A cluster that has just started answers JetStream requests only once it has elected
+    # its meta leader (about 5 s for three nodes here): wait that long, not for ever.
+    deadline = time.monotonic() + settings.jetstream_ready_s
+    for config in configs:
+        while True:
+            try:
+                await _ensure_stream(js, config)
+                break
+            except (NatsTimeoutError, ServiceUnavailableError) as exc:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"JetStream did not answer within {settings.jetstream_ready_s:g}s "
+                        f"(ZEROMEM_JETSTREAM_READY_S): {exc or type(exc).__name__}"
+                    ) from exc
+                log.info("JetStream not ready yet (%s); waiting", exc or type(exc).__name__)
+                await asyncio.sleep(0.5)

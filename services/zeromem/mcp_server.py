@@ -29,6 +29,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from zeromem.extras import require
+
+require("mcp", "mcp", "the MCP server (zeromem mcp)")
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server

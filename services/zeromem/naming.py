@@ -24,7 +24,18 @@ def command_subject(tenant: str, shard: int, agent: str) -> str:
     return f"{_PREFIX}.cmd.{tenant}.{shard}.{agent}"
 
 
-COMMAND_SUBJECTS = f"{_PREFIX}.cmd.*.*.*"  # what the command stream captures
+COMMAND_SUBJECTS = f"{_PREFIX}.cmd.*.*.*"  # every command subject (permissions, rebuild)
+
+
+def command_stream_subjects(shards: int) -> list[str]:
+    """What the command stream captures: the command and import subjects of each shard
+    0..shards-1 and nothing else. A publish to any other shard token (a client with a
+    wrong shard count, a token that is not a number) reaches no stream and fails at once
+    (no responders), instead of being stored where no shard consumer ever reads it."""
+    return [
+        *(shard_filter_subject(shard) for shard in range(shards)),
+        *(import_shard_filter_subject(shard) for shard in range(shards)),
+    ]
 
 
 def shard_filter_subject(shard: int) -> str:

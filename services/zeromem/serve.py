@@ -10,6 +10,7 @@ from nats.aio.client import Client as NatsClient
 from redis.asyncio import Redis
 
 from zeromem.bus import connect_nats, connect_redis, connection_events, nats_connect_options
+from zeromem.health import Health
 from zeromem.heap import settle_after_start
 from zeromem.query.gate import TenantGate
 from zeromem.query.recall_responder import RecallResponder
@@ -32,7 +33,7 @@ class ReadServices:
     ) -> ReadServices:
         # logger=None: FastStream's per-message log line costs more than a read itself.
         broker = NatsBroker(
-            settings.nats_url,
+            settings.nats_servers,
             logger=None,
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.25,  # as every other service connection (bus.connect_nats)
@@ -47,6 +48,10 @@ class ReadServices:
         responder = await RecallResponder(nc, recall, gate).start()
         return cls(broker, nc, responder, recall)
 
+    def connected(self) -> bool:
+        broker_nc = self.broker.connection  # get, list and stats (FastStream's client)
+        return self.nc.is_connected and broker_nc is not None and broker_nc.is_connected
+
     async def stop(self) -> None:
         await self.responder.stop()
         await self.recall.usage.stop()
@@ -56,10 +61,14 @@ class ReadServices:
 
 async def run_read_services(settings: Settings) -> None:
     redis = connect_redis(settings)
+    health = Health(settings.liveness_stall_s)
     telemetry = configure_telemetry(
-        TelemetryConfig("serve", settings.metrics_port, settings.metrics_host)
+        TelemetryConfig("serve", settings.metrics_port, settings.metrics_host), health
     )
     services = await ReadServices.start(settings, redis, telemetry)
+    # Ready: both connections up, so the queue-group subscriptions receive requests.
+    health.ready_when("nats_connected", services.connected)
+    health.started()
     settle_after_start()
     try:
         await asyncio.Event().wait()

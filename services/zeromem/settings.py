@@ -34,8 +34,14 @@ class Settings:
     lease_ttl_s: float = 10.0
     reaper_interval_s: float = 1.0
     stream_max_age_s: float = 0.0  # 0 keeps the command log forever (rebuild needs it)
+    # Copies of every stream on a JetStream cluster (1 on a single server; 3 on a
+    # three-node cluster survive the loss of one node with nothing acknowledged lost).
+    stream_replicas: int = 1
+    jetstream_ready_s: float = 30.0  # how long a starting process waits for JetStream
     metrics_port: int = 0  # Prometheus scrape endpoint of this process; 0: none
     metrics_host: str = "127.0.0.1"  # its address: 0.0.0.0 for a scraper in the cluster
+    # /healthz (on the metrics address) fails once the event loop did not turn for this long
+    liveness_stall_s: float = 30.0
     # --- security (docs/security.md) ---
     nats_creds: str = ""  # creds file this process connects with
     nats_token: str = ""  # or a bearer token (a JWT issued with `zeromem auth issue --token`)
@@ -75,6 +81,10 @@ class Settings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
+    @property
+    def nats_servers(self) -> list[str]:
+        return nats_servers(self.nats_url)
+
     def with_urls(self, nats_url: str, redis_url: str) -> Settings:
         return replace(self, nats_url=nats_url, redis_url=redis_url)
 
@@ -82,3 +92,10 @@ class Settings:
     def authority_dir(self) -> Path:
         """Where the local issuing authority lives (``zeromem up`` creates it)."""
         return Path(self.auth_dir) if self.auth_dir else self.data_dir / "auth"
+
+
+def nats_servers(url: str) -> list[str]:
+    """A NATS URL as a server list: ``nats://a:4222,nats://b:4222`` (the form the NATS
+    tools take) names every node of a cluster, so a client's first connection survives
+    any one of them being down; later nodes are also learnt from the servers."""
+    return [part.strip() for part in url.split(",") if part.strip()]

@@ -166,3 +166,62 @@ async def test_a_bad_command_in_a_batch_is_refused_alone(isolated) -> None:
         await agent.close()
         await nc.close()
         await services.stop()
+
+
+async def test_every_command_of_a_batch_with_zm_reply_gets_its_own_result(
+    client: MemoryClient, running
+) -> None:
+    """A batch that asked for results (Zm-Reply) hears of each command, applied or
+    refused, by its own id; a batch refused whole (its bytes are not an array) still gets
+    a rejection, under the reply subject's last token."""
+    from zeromem.schemas import Applied, Rejected, decode_result
+
+    inbox = f"{naming.agent_inbox_prefix(client.tenant, client.agent)}.batch"
+    sub = await client.nc.subscribe(f"{inbox}.*")
+    shard = naming.shard_for(client.tenant, "user:u1", running.shards)
+    subject = naming.command_subject(client.tenant, shard, client.agent)
+    mine = {"tenant": client.tenant, "agent": client.agent}
+    # an owner of another shard (the tenant is random, so is which owners share a shard)
+    other = next(
+        owner
+        for owner in (f"user:someone-else-{i}" for i in range(100))
+        if naming.shard_for(client.tenant, owner, running.shards) != shard
+    )
+    parts = [
+        raw(id="good-1", **mine),
+        raw(id="bad-op", op="explode", **mine),
+        raw(id="other-shard", key=f"{other}:x", **mine),
+        raw(id="good-2", **mine),
+    ]
+    await client.js.publish(
+        subject,
+        encode_batch(parts),
+        headers={
+            naming.MSG_ID_HEADER: f"{client.tenant}.batch-1",  # the window spans tenants
+            naming.BATCH_HEADER: "4",
+            naming.REPLY_HEADER: f"{inbox}.b1",
+        },
+    )
+    results = {}
+    for _ in range(4):
+        result = decode_result((await sub.next_msg(timeout=5)).data)
+        results[result.command_id] = result
+    assert sorted(results) == ["bad-op", "good-1", "good-2", "other-shard"]
+    assert isinstance(results["good-1"], Applied) and isinstance(results["good-2"], Applied)
+    assert isinstance(results["bad-op"], Rejected) and results["bad-op"].op == "explode"
+    refused = results["other-shard"]
+    assert isinstance(refused, Rejected) and refused.reason.startswith("wrong_shard")
+    assert refused.key == f"{other}:x"
+
+    await client.js.publish(
+        subject,
+        b"\xc1 not an array",
+        headers={
+            naming.MSG_ID_HEADER: f"{client.tenant}.batch-2",
+            naming.BATCH_HEADER: "2",
+            naming.REPLY_HEADER: f"{inbox}.b2",
+        },
+    )
+    whole = decode_result((await sub.next_msg(timeout=5)).data)
+    assert isinstance(whole, Rejected) and whole.command_id == "b2"
+    assert whole.reason.startswith("invalid: not a command batch")

@@ -24,9 +24,13 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def start_up(cwd: Path) -> subprocess.Popen[str]:
+def start_ready(
+    cwd: Path, *top: str, as_json: bool = False
+) -> tuple[subprocess.Popen[str], list[str]]:
+    """`zeromem up` until it prints its ready banner (or its JSON); its stdout so far.
+    Ready means ready: the first command after it must work, no retry."""
     proc = subprocess.Popen(
-        [*ZEROMEM, "up", "--workers", "1"],
+        [*ZEROMEM, *top, "up", "--workers", "1", *(["--json"] if as_json else [])],
         cwd=cwd,
         env=clean_env(),
         stdout=subprocess.PIPE,
@@ -34,24 +38,23 @@ def start_up(cwd: Path) -> subprocess.Popen[str]:
         text=True,
     )
     assert proc.stdout is not None
-    deadline = time.monotonic() + 30
-    lines = []
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
-        lines.append(line)
-        if "zeromem is up" in line:
-            # until the read service answers (exit 4: not found) and the workers hold their
-            # leases; on a busy machine the children take a few seconds to import
-            while time.monotonic() < deadline:
-                if cli(cwd, "get", "user:probe:none").returncode != 5:
-                    break
-                time.sleep(0.2)
-            time.sleep(1.0)
-            return proc
-        if proc.poll() is not None:
+        if not line and proc.poll() is not None:
             break
+        lines.append(line)
+        if "up and ready" in line or '"status": "ready"' in line:
+            while "Ctrl-C" not in lines[-1] and '"ready"' not in lines[-1]:
+                lines.append(proc.stdout.readline())
+            return proc, lines
     proc.kill()
-    pytest.fail("zeromem up did not start: " + "".join(lines))
+    pytest.fail("zeromem up did not get ready: " + "".join(lines))
+
+
+def start_up(cwd: Path) -> subprocess.Popen[str]:
+    return start_ready(cwd)[0]
 
 
 def stop_up(proc: subprocess.Popen[str]) -> None:

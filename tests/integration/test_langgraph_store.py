@@ -161,3 +161,55 @@ async def test_sync_api_through_connect_sync(running: Settings, tenant: str) -> 
             store.close()
 
     await asyncio.to_thread(body)
+
+
+async def test_a_thousand_concurrent_reads_each_answer(client: MemoryClient) -> None:
+    """As LangGraph's own large-batch tests: 200 items, then a thousand listings, a
+    thousand searches and a thousand gets at once. Each a request of its own, they queued
+    past the read service's per-tenant limits and a fifth to a third failed."""
+    store = ZeromemStore(client)
+    await asyncio.gather(
+        *(store.aput(("bulk", f"n{i % 10}"), f"k{i}", {"i": i}) for i in range(200))
+    )
+    namespaces = [("bulk", f"n{j}") for j in range(10)]
+    started = asyncio.get_running_loop().time()
+    listed, searched, got = await asyncio.gather(
+        asyncio.gather(*(store.alist_namespaces(prefix=("bulk",)) for _ in range(1000))),
+        asyncio.gather(*(store.asearch(("bulk",), limit=500) for _ in range(1000))),
+        asyncio.gather(*(store.aget(("bulk", f"n{i % 10}"), f"k{i % 200}") for i in range(1000))),
+    )
+    elapsed = asyncio.get_running_loop().time() - started
+    assert all(found == namespaces for found in listed)
+    assert all(len(found) == 200 for found in searched)
+    assert [item.value["i"] for item in got] == [i % 200 for i in range(1000)]
+    assert elapsed < 10, f"{elapsed:.1f} s"
+
+
+async def test_shared_reads_still_see_every_write_before_them(client: MemoryClient) -> None:
+    """A read asked for after a write finished never gets an answer from before it, even
+    when it shares a scan with others."""
+    store = ZeromemStore(client)
+    for i in range(30):
+        pending = [asyncio.ensure_future(store.asearch(("rw",), limit=100)) for _ in range(5)]
+        await store.aput(("rw",), f"k{i}", {"i": i})
+        after = await asyncio.gather(*(store.asearch(("rw",), limit=100) for _ in range(5)))
+        assert [len(found) for found in after] == [i + 1] * 5, i
+        await asyncio.gather(*pending)
+
+
+async def test_a_connect_sync_store_works_from_another_event_loop(
+    running: Settings, tenant: str
+) -> None:
+    """The store's client lives on its own loop thread; awaited from this loop, each
+    batch runs there (every aput used to time out although it was applied)."""
+    store = await asyncio.to_thread(
+        ZeromemStore.connect_sync, running.nats_url, tenant=tenant, shards=running.shards
+    )
+    try:
+        await asyncio.gather(*(store.aput(("loop",), f"k{i}", {"i": i}) for i in range(50)))
+        assert (await store.aget(("loop",), "k7")).value == {"i": 7}
+        assert len(await store.asearch(("loop",), limit=100)) == 50
+        store_loop_answer = await asyncio.to_thread(store.get, ("loop",), "k8")
+        assert store_loop_answer.value == {"i": 8}
+    finally:
+        await asyncio.to_thread(store.close)

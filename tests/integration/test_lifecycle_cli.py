@@ -12,7 +12,10 @@ import sys
 ZEROMEM = [sys.executable, "-m", "zeromem.cli.main"]
 
 
-async def cli(settings, *args: str) -> subprocess.CompletedProcess[str]:  # type: ignore[no-untyped-def]
+async def cli(  # type: ignore[no-untyped-def]
+    settings, *args: str, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """The CLI against ``settings``' servers; never a traceback."""
     env = dict(
         os.environ,
         ZEROMEM_NATS_URL=settings.nats_url,
@@ -21,9 +24,15 @@ async def cli(settings, *args: str) -> subprocess.CompletedProcess[str]:  # type
         COLUMNS="200",
     )
     proc = await asyncio.create_subprocess_exec(
-        *ZEROMEM, *args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        *ZEROMEM,
+        *args,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
+    assert "Traceback" not in err.decode(), err.decode()
     return subprocess.CompletedProcess(args, proc.returncode or 0, out.decode(), err.decode())
 
 

@@ -91,6 +91,13 @@ async def test_prometheus_endpoint_of_a_running_service_shows_the_token_metrics(
             await client.put("user:u1:a", 1, content="alpha beta gamma", wait="applied")
             await services.readers[0].stop()  # leave the subprocess as the only recall service
             services.readers.clear()
+            # the subprocess says when it serves (its start takes seconds on a busy machine)
+            await eventually(
+                lambda: asyncio.to_thread(_get, f"http://127.0.0.1:{port}/readyz"),
+                retry_on=(OSError,),  # not listening yet, or 503 (urllib raises HTTPError)
+                timeout=60.0,
+                interval=0.1,
+            )
             await eventually(
                 lambda: client.recall("alpha", owners=["user:u1"]), retry_on=(Exception,)
             )

@@ -21,6 +21,7 @@ from zeromem.auth.authority import REDIS_ROLES, Authority
 from zeromem.auth.redis_acl import acl_file
 from zeromem.bus import connect_nats, connect_redis, provision
 from zeromem.embedded import NatsServer, RedisServer
+from zeromem.embedded.nats_cluster import NatsCluster
 from zeromem.embedded.stack import settings_for_role
 from zeromem.settings import Settings
 from zeromem.store.keys import shard_lease_key
@@ -105,15 +106,21 @@ class Cluster:
 
     root: Path
     authority: Authority | None = None
+    # 1: one nats-server; 3: a JetStream cluster, every stream with three replicas
+    nats_nodes: int = 1
     settings: Settings = field(init=False)
-    nats: NatsServer = field(init=False)
+    nats: NatsServer | NatsCluster = field(init=False)
     redis: RedisServer = field(init=False)
     processes: list[ServiceProcess] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         authority = self.authority = self.authority or Authority.load_or_create(self.root / "auth")
-        self.nats = NatsServer(self.root / "nats", authority=authority)
+        self.nats = (
+            NatsServer(self.root / "nats", authority=authority)
+            if self.nats_nodes == 1
+            else NatsCluster(self.root / "nats", self.nats_nodes, authority=authority)
+        )
         self.redis = RedisServer(
             self.root / "redis", acl=acl_file({r: authority.redis_password(r) for r in REDIS_ROLES})
         )
@@ -122,6 +129,7 @@ class Cluster:
             redis_url=self.redis.url,
             data_dir=self.root / "data",
             auth_dir=str(authority.directory),
+            stream_replicas=min(3, self.nats_nodes),
             **TIMINGS,
         )  # type: ignore[arg-type]
         self.settings = settings_for_role(plain, authority, "admin")
@@ -160,6 +168,7 @@ class Cluster:
             ZEROMEM_ACK_WAIT_S=str(s.ack_wait_s),
             ZEROMEM_LEASE_TTL_S=str(s.lease_ttl_s),
             ZEROMEM_REAPER_INTERVAL_S=str(s.reaper_interval_s),
+            ZEROMEM_STREAM_REPLICAS=str(s.stream_replicas),
             OTEL_SDK_DISABLED="true",
             **s.limits.env(),
         )

@@ -335,7 +335,7 @@ def raw_msgpack(draw: st.DrawFn) -> Hostile:
 
 @st.composite
 def hostile_requests(draw: st.DrawFn) -> Hostile:
-    kind = draw(st.sampled_from(["get", "list", "recall", "stats"]))
+    kind = draw(st.sampled_from(["get", "list", "recall", "stats", "info"]))
     fields: dict[Any, Any] = {"tenant": TENANT}
     choice = draw(
         st.sampled_from(

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import time
 
+import jsonschema
 import msgspec
 import pytest
+import yaml
 
+from zeromem import naming
 from zeromem.schemas import (
     Delete,
     InvalidKeyError,
@@ -15,7 +19,8 @@ from zeromem.schemas import (
     decode_command,
     encode,
 )
-from zeromem.schemas.export import DEFAULT_DIR, SCHEMAS, render
+from zeromem.schemas.asyncapi import ASYNCAPI_FILE, HEADERS, QUERY_KINDS, render_asyncapi
+from zeromem.schemas.export import DEFAULT_DIR, SCHEMAS, render, schema_of
 
 
 def envelope(**overrides: object) -> dict[str, object]:
@@ -121,3 +126,57 @@ def test_committed_json_schemas_match_the_code(filename: str) -> None:
     assert committed == render(SCHEMAS[filename]), (
         f"schemas/json/{filename} is stale: run `make schemas` and commit the result"
     )
+
+
+def test_no_committed_schema_is_left_over() -> None:
+    assert sorted(p.name for p in DEFAULT_DIR.glob("*.json")) == sorted(SCHEMAS)
+
+
+def test_committed_asyncapi_document_matches_the_code() -> None:
+    committed = (DEFAULT_DIR.parent / ASYNCAPI_FILE).read_text()
+    assert committed == render_asyncapi(), (
+        f"schemas/{ASYNCAPI_FILE} is stale: run `make schemas` and commit the result"
+    )
+
+
+@pytest.mark.parametrize("filename", sorted(SCHEMAS))
+def test_json_schemas_pass_the_draft_2020_12_metaschema(filename: str) -> None:
+    schema = schema_of(SCHEMAS[filename])
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+    # An OpenAPI keyword a strict validator (Ajv) refuses as unknown.
+    assert '"discriminator"' not in render(SCHEMAS[filename])
+
+
+def test_a_union_stays_exact_without_discriminator() -> None:
+    """Every command variant fixes ``op``: a put's body is not a valid delete."""
+    validator = jsonschema.Draft202012Validator(schema_of(SCHEMAS["command.v1.json"]))
+    put = envelope(value={"a": 1})
+    assert validator.is_valid(put)
+    assert not validator.is_valid({**put, "op": "delete"})  # a delete has no value
+    assert not validator.is_valid({**put, "op": "explode"})
+
+
+def test_asyncapi_document_names_every_schema_file() -> None:
+    document = yaml.safe_load(render_asyncapi())
+    named = {
+        message["payload"]["schema"]["$ref"].removeprefix("./json/")
+        for message in document["components"]["messages"].values()
+    }
+    # memory items and commands' parts are reached through the others
+    assert set(SCHEMAS) - named == {"memory_item.v1.json", "audit_entry.v1.json"}
+
+
+def test_the_contract_page_agrees_with_the_code() -> None:
+    """schemas/README.md's test vectors are the shard function's, and it names every
+    header and query kind the AsyncAPI document has."""
+    page = (DEFAULT_DIR.parent / "README.md").read_text()
+    vectors = re.findall(r'crc32\("(\w+)\\0([\w:]+)"\) = (0x[0-9a-f]{8})', page)
+    assert len(vectors) >= 2
+    for tenant, owner, crc in vectors:
+        assert naming.shard_for(tenant, owner, 1 << 32) == int(crc, 16)
+    assert naming.shard_for("acme", "user:u1", 16) == 12 and "(shard 12 of 16" in page
+    for name in HEADERS:
+        assert f"`{name}`" in page, name
+    for kind in QUERY_KINDS:
+        assert f"`{kind}`" in page, kind

@@ -18,12 +18,14 @@ def closed_port() -> int:
 
 def test_an_unreachable_collector_costs_only_the_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "5")
     telemetry = configure_telemetry(TelemetryConfig("test"))
     started = time.perf_counter()
     for _ in range(1000):  # recording stays in memory: no call waits on the collector
         telemetry.record_recall("acme", "agent", 10, 100, 0.001)
-    assert time.perf_counter() - started < 0.5
+    # One wait on the collector would cost its 5 s timeout; the loop itself takes ~50 ms
+    # (0.53 s once with five test suites sharing two cores, so no tighter bound).
+    assert time.perf_counter() - started < 4.0
     with telemetry.tracer.start_as_current_span("turn"):
         pass
 

@@ -1,6 +1,14 @@
-"""Generate the JSON Schema files committed under ``schemas/json`` for agents in other
-languages. ``python -m zeromem.schemas.export [DIR]`` rewrites them; a test fails when the
-committed files drift from the code."""
+"""Generate the published contract for clients in other languages: the JSON Schema files
+under ``schemas/json`` and the AsyncAPI document ``schemas/asyncapi.yaml`` (see
+``zeromem.schemas.asyncapi``). ``python -m zeromem.schemas.export [DIR]`` rewrites them; a
+test fails when the committed files drift from the code.
+
+Each schema is JSON Schema 2020-12 as msgspec writes it, with two changes so that strict
+validators accept it (jsonschema's metaschema check, Ajv in strict mode): ``$schema`` is
+set, and msgspec's ``discriminator`` (an OpenAPI keyword, unknown to JSON Schema) is left
+out. A union stays exact without it: every variant fixes its tag (``op`` or ``status``)
+to one value.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +25,11 @@ from zeromem.schemas.memory import MemoryItem
 from zeromem.schemas.queries import (
     ArchivedReply,
     ArchivedRequest,
+    ErrorReply,
     GetReply,
     GetRequest,
+    InfoReply,
+    InfoRequest,
     ListReply,
     ListRequest,
     OwnersReply,
@@ -30,18 +41,26 @@ from zeromem.schemas.queries import (
 )
 from zeromem.schemas.results import DeadLetter, Result
 
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
 SCHEMAS: dict[str, Any] = {
     "command.v1.json": Command,
     # several commands in one message (header Zm-Batch: <count>), each applied on its own
     "command_batch.v1.json": list[Command],
     "result.v1.json": Result,
+    # several results of one owner in one change-feed message (header Zm-Batch: <count>)
+    "result_batch.v1.json": list[Result],
     "memory_item.v1.json": MemoryItem,
+    "info_request.v1.json": InfoRequest,
+    "info_reply.v1.json": InfoReply,
     "get_request.v1.json": GetRequest,
     "get_reply.v1.json": GetReply,
     "list_request.v1.json": ListRequest,
     "list_reply.v1.json": ListReply,
     "recall_request.v1.json": RecallRequest,
     "recall_reply.v1.json": RecallReply,
+    # any request refused (header Zm-Error: <code>), instead of the kind's reply
+    "error_reply.v1.json": ErrorReply,
     "dead_letter.v1.json": DeadLetter,
     "stats_request.v1.json": StatsRequest,
     "stats_reply.v1.json": StatsReply,
@@ -53,20 +72,43 @@ SCHEMAS: dict[str, Any] = {
     "audit_batch.v1.json": AuditBatch,
 }
 
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "json"
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_DIR = ROOT / "json"
+
+
+def _without_discriminator(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _without_discriminator(v) for k, v in node.items() if k != "discriminator"}
+    if isinstance(node, list):
+        return [_without_discriminator(v) for v in node]
+    return node
+
+
+def schema_of(type_: Any) -> dict[str, Any]:
+    schema = _without_discriminator(msgspec.json.schema(type_))
+    return {"$schema": JSON_SCHEMA_DIALECT, **schema}
 
 
 def render(type_: Any) -> str:
-    return json.dumps(msgspec.json.schema(type_), indent=2, sort_keys=True) + "\n"
+    return json.dumps(schema_of(type_), indent=2, sort_keys=True) + "\n"
 
 
 def write_all(directory: Path = DEFAULT_DIR) -> list[Path]:
+    """Write every JSON Schema into ``directory`` and the AsyncAPI document beside it."""
+    from zeromem.schemas.asyncapi import ASYNCAPI_FILE, render_asyncapi
+
     directory.mkdir(parents=True, exist_ok=True)
     written = []
+    for stale in directory.glob("*.v*.json"):
+        if stale.name not in SCHEMAS:
+            stale.unlink()
     for filename, type_ in SCHEMAS.items():
         path = directory / filename
         path.write_text(render(type_))
         written.append(path)
+    document = directory.parent / ASYNCAPI_FILE
+    document.write_text(render_asyncapi())
+    written.append(document)
     return written
 
 

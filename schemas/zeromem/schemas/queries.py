@@ -6,7 +6,7 @@ A missing memory is an ordinary reply (``found=False``), never an error.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -161,20 +161,47 @@ class ArchivedReply(msgspec.Struct, frozen=True, omit_defaults=True):
     next_cursor: str = ""  # empty when this was the last page
 
 
+class InfoRequest(_Query, frozen=True):
+    """What a client needs before its first command: the contract version and the shard
+    count (a command published to the wrong shard is dead-lettered, ``wrong_shard``)."""
+
+
+class InfoReply(msgspec.Struct, frozen=True):
+    """Every field always sent (no defaults to leave out)."""
+
+    version: int  # the wire contract's version (a command's ``v``)
+    shards: int  # commands go to shard crc32(tenant NUL owner) mod shards
+    dedupe_window_s: float  # a Nats-Msg-Id seen within this window is dropped
+    batch_commands: int  # commands per Zm-Batch message at most
+    value_bytes: int  # a command's encoded value at most
+    max_clock_skew_s: float  # a put's created_at/updated_at vs the time it is stored
+    max_payload: int  # bytes per NATS message at most (the server's max_payload)
+
+
+# What a refused request's ``Zm-Error`` header and ``code`` say: the request was malformed
+# or over a limit (do not retry as is), the tenant is over its request rate or the service
+# has too many waiting (retry after a pause), or the service failed (see its log).
+ErrorCode = Literal["bad_request", "rate_limited", "overloaded", "internal"]
+
+
 class ErrorReply(msgspec.Struct, frozen=True, omit_defaults=True):
-    """Sent instead of a reply when a request cannot be served (bad request, overload)."""
+    """Sent instead of a reply when a request cannot be served (bad request, overload),
+    with the header ``Zm-Error: <code>``."""
 
     error: str
-    code: str = "bad_request"
+    code: ErrorCode  # always sent, as in the header
 
 
 __all__ = [
     "ArchivedReply",
     "ArchivedRequest",
     "Candidate",
+    "ErrorCode",
     "ErrorReply",
     "GetReply",
     "GetRequest",
+    "InfoReply",
+    "InfoRequest",
     "ListReply",
     "ListRequest",
     "OwnerSummary",

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from zeromem.auth.authority import AuthError, Authority
-from zeromem.settings import Settings
+from zeromem.settings import Settings, nats_servers
 
 
 def _authority(args: argparse.Namespace, create: bool = False) -> Authority:
@@ -72,6 +72,19 @@ def cmd_issue(args: argparse.Namespace) -> int:
             else (authority.directory / "issued" / args.tenant / f"{args.agent}{suffix}")
         )
         credential.write(out)
+        if args.json:
+            print(
+                json.dumps(
+                    {
+                        "tenant": args.tenant,
+                        "agent": args.agent,
+                        "kind": "token" if args.token else "creds",
+                        "path": str(out),
+                        "user": credential.public_key,
+                    }
+                )
+            )
+            return 0
         print(
             f"issued {'token' if args.token else 'creds'} for agent {args.agent!r} of tenant "
             f"{args.tenant!r}: {out}"
@@ -126,7 +139,7 @@ async def _push(args: argparse.Namespace, authority: Authority) -> str:
 
     async def connect(creds: Path) -> Any:
         return await nats.connect(
-            url,
+            nats_servers(url),
             allow_reconnect=False,
             connect_timeout=5,
             **nats_options(settings, load_credential(creds)),
@@ -253,11 +266,12 @@ def add_auth_parser(sub: Any) -> None:
     issue.add_argument("--expires-in", type=float, help="seconds until it expires")
     issue.add_argument("--out", help="file to write ('-': print it); default under the authority")
     issue.add_argument("--create-tenant", action="store_true", help="create the tenant if new")
+    issue.add_argument("--json", action="store_true", help="print JSON (the file's path, its key)")
     issue.set_defaults(func=_guarded(cmd_issue))
 
     listing = commands.add_parser("list", help="credentials issued, with their status")
     listing.add_argument("--tenant")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="print JSON")
     listing.set_defaults(func=_guarded(cmd_list))
 
     revoke = commands.add_parser("revoke", help="revoke credentials, at once on running servers")

@@ -16,11 +16,17 @@ from typing import Any
 
 import msgspec
 
-
-def _main() -> Any:
-    from zeromem.cli import main
-
-    return main
+from zeromem.cli import arguments as arg
+from zeromem.cli.common import (
+    EXIT_USAGE,
+    CliError,
+    admin_settings,
+    client_call,
+    describe_result,
+    print_json,
+    print_receipt,
+    write_command,
+)
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
@@ -29,8 +35,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
     from zeromem.bus import connect_redis
     from zeromem.lifecycle.archive import owners_to_archive
 
-    main = _main()
-    settings = main._admin_settings(args)
+    settings = admin_settings(args)
     cutoff = time.time() - args.older_than_days * 86400
 
     async def body(client: Any) -> int:
@@ -71,7 +76,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
 
             await asyncio.gather(*(one(owner) for owner in owners))
         if args.json:
-            print(json.dumps({"owners": len(owners), "archived": archived, "keys": sorted(keys)}))
+            print_json({"owners": len(owners), "archived": archived, "keys": sorted(keys)})
         else:
             print(
                 f"archived {archived} memories of {len(owners)} owner(s), "
@@ -79,42 +84,84 @@ def cmd_archive(args: argparse.Namespace) -> int:
             )
         return 0
 
-    return main._client_call(args, body)
+    return client_call(args, body)
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    main = _main()
-
-    async def body(client: Any) -> int:
-        return main._print_receipt(args, await client.restore(args.key))
-
-    return main._client_call(args, body)
+    return write_command(args, lambda client: client.restore(args.key))
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    main = _main()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if args.since is not None and args.until is not None and args.since > args.until:
+        raise CliError(f"--since {args.since:g} is after --until {args.until:g}", "swap them")
+    last_seconds = args.last_minutes * 60 if args.last_minutes else None
 
     async def body(client: Any) -> int:
-        receipt = await client.forget(
-            args.owner,
-            prefix=args.prefix,
-            since=args.since,
-            until=args.until,
-            last_seconds=args.last_minutes * 60 if args.last_minutes else None,
-        )
-        if args.json or receipt.status != "applied":
-            return main._print_receipt(args, receipt)
-        print(f"forgot {len(receipt.result.keys)} memories of {args.owner}")
-        for key in receipt.result.keys:
-            print(f"  {key}")
-        return 0
+        receipts: list[Any] = []
+        # One atomic command per owner; over many owners, a bar (8 owners in flight).
+        with Progress(
+            TextColumn("[bold]forgetting[/bold]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[memories]} memories"),
+            TimeElapsedColumn(),
+            disable=args.json or len(args.owner) < 2,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("owners", total=len(args.owner), memories=0)
+            slots = asyncio.Semaphore(8)
+            forgotten = 0
 
-    return main._client_call(args, body)
+            async def one(owner: str) -> None:
+                nonlocal forgotten
+                async with slots:
+                    receipt = await client.forget(
+                        owner,
+                        prefix=args.prefix,
+                        since=args.since,
+                        until=args.until,
+                        last_seconds=last_seconds,
+                    )
+                receipts.append(receipt)
+                if receipt.status == "applied":
+                    forgotten += len(receipt.result.keys)
+                bar.update(task, advance=1, memories=forgotten)
+
+            await asyncio.gather(*(one(owner) for owner in args.owner))
+        if len(receipts) == 1 and (args.json or receipts[0].status != "applied"):
+            return print_receipt(args, receipts[0])
+        keys = sorted(k for r in receipts if r.status == "applied" for k in r.result.keys)
+        failed = [r for r in receipts if r.status != "applied"]
+        if args.json:
+            print_json(
+                {
+                    "owners": len(receipts),
+                    "forgotten": keys,
+                    "refused": {r.key: describe_result(r.result) for r in failed},
+                }
+            )
+        else:
+            print(f"forgot {len(keys)} memories of {', '.join(args.owner)}")
+            for key in keys:
+                print(f"  {key}")
+            for r in failed:
+                print(f"  {r.key}: {describe_result(r.result)}", file=sys.stderr)
+        return exit_code_of(failed)
+
+    return client_call(args, body)
+
+
+def exit_code_of(failed: list[Any]) -> int:
+    from zeromem.cli.common import EXIT_CONFLICT, EXIT_NOT_FOUND
+
+    if not failed:
+        return 0
+    return EXIT_CONFLICT if any(r.status == "conflict" for r in failed) else EXIT_NOT_FOUND
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    main = _main()
-
     async def body(client: Any) -> int:
         since = time.time() - args.since_hours * 3600 if args.since_hours else None
         entries = await client.audit(key=args.key, agent=args.filter_agent, since=since)
@@ -126,7 +173,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print_audit(entries)
         return 0
 
-    return main._client_call(args, body)
+    return client_call(args, body)
 
 
 def print_audit(entries: list[Any]) -> None:
@@ -151,8 +198,6 @@ def print_audit(entries: list[Any]) -> None:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    main = _main()
-
     async def body(client: Any) -> int:
         since_time = time.time() - args.since_minutes * 60 if args.since_minutes else None
         feed = await client.watch(
@@ -177,14 +222,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 else:
                     print(
                         f"#{event.position} {event.result.agent} {event.op} {event.key} "
-                        f"{event.status} v{event.version}",
+                        f"{describe_result(event.result)}",
                         flush=True,
                     )
         finally:
             await feed.close()
         return 0
 
-    return main._client_call(args, body)
+    return client_call(args, body)
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
@@ -192,16 +237,15 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
     from zeromem.worker.rebuild import rebuild
 
-    main = _main()
-    settings = main._admin_settings(args)
     what = f"tenant {args.tenant}" if args.tenant else "every tenant"
     if not args.yes:
-        print(
-            f"This replaces the Redis state of {what} with a replay of the command log "
-            "(the workers pause while it runs). Pass --yes to go ahead.",
-            file=sys.stderr,
+        raise CliError(
+            f"this replaces the Redis state of {what} with a replay of the command log "
+            "(the workers pause while it runs)",
+            "pass --yes to go ahead",
+            EXIT_USAGE,
         )
-        return 2
+    settings = admin_settings(args)
 
     async def run() -> Any:
         with Progress(
@@ -239,8 +283,15 @@ def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.Argume
         "--prefix). Default recall skips them; `recall --include-archived` "
         "finds them; `restore KEY` brings one back.",
     )
-    archive.add_argument("--older-than-days", type=float, required=True)
-    archive.add_argument("--owner", action="append", help="e.g. user:u1 (repeatable)")
+    archive.add_argument(
+        "--older-than-days",
+        type=arg.number(0),
+        required=True,
+        help="archive what was last updated more than N days ago (N >= 0)",
+    )
+    archive.add_argument(
+        "--owner", action="append", type=arg.owner, help="e.g. user:u1 (repeatable)"
+    )
     archive.add_argument("--prefix", default="", help="only owners / keys with this prefix")
     archive.set_defaults(func=cmd_archive)
 
@@ -249,21 +300,27 @@ def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.Argume
         "bring an archived memory back",
         "Restore KEY from the archive tier (its version continues).",
     )
-    restore.add_argument("key")
+    restore.add_argument("key", metavar="KEY", type=arg.memory_key)
     restore.set_defaults(func=cmd_restore)
 
     forget = client_parser(
         "forget",
         "delete an owner's memories by prefix or time, at once",
-        "Delete, as one atomic command ordered with the owner's others, the "
-        "memories of OWNER matching --prefix and the time range "
-        "(archived ones included).",
+        "Delete, as one atomic command per owner, ordered with the owner's others, the "
+        "memories of each OWNER matching --prefix and the time range "
+        "(archived ones included). Several owners: a progress bar.",
     )
-    forget.add_argument("owner", help="namespace:owner_id, e.g. session:s1")
+    forget.add_argument(
+        "owner", nargs="+", type=arg.owner, help="namespace:owner_id, e.g. session:s1"
+    )
     forget.add_argument("--prefix", default="", help="full key prefix, e.g. session:s1:draft")
-    forget.add_argument("--last-minutes", type=float, help="only memories of the last N minutes")
-    forget.add_argument("--since", type=float, help="epoch seconds, lower bound (updated)")
-    forget.add_argument("--until", type=float, help="epoch seconds, upper bound (updated)")
+    forget.add_argument(
+        "--last-minutes",
+        type=arg.number(0, above=True),
+        help="only memories of the last N minutes",
+    )
+    forget.add_argument("--since", type=arg.number(0), help="epoch seconds, lower bound (updated)")
+    forget.add_argument("--until", type=arg.number(0), help="epoch seconds, upper bound (updated)")
     forget.set_defaults(func=cmd_forget)
 
     # Not a client_parser: its --agent filters by agent instead of naming the caller.
@@ -275,15 +332,19 @@ def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.Argume
         "every read (reader and keys, never values). Sensitive values are "
         "redacted.",
     )
-    audit.add_argument("--tenant", help="tenant (default: the credential's, else 'default')")
+    audit.add_argument(
+        "--tenant", type=arg.tenant, help="tenant (default: the credential's, else 'default')"
+    )
     audit.add_argument("--json", action="store_true", help="print JSON")
     audit.add_argument("--key", help="only records about this key")
     audit.add_argument(
         "--agent", dest="filter_agent", help="only records of this agent (or reader)"
     )
     audit.set_defaults(agent=None)
-    audit.add_argument("--since-hours", type=float, help="only the last N hours")
-    audit.add_argument("--limit", type=int, help="only the last N records")
+    audit.add_argument(
+        "--since-hours", type=arg.number(0, above=True), help="only the last N hours"
+    )
+    audit.add_argument("--limit", type=arg.number(1, integer=True), help="only the last N records")
     audit.set_defaults(func=cmd_audit)
 
     watch = client_parser(
@@ -292,10 +353,12 @@ def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.Argume
         "Print the change feed of SCOPE (e.g. 'task:t42:*'); resume with "
         "--since-position (an event's #) or --since-minutes.",
     )
-    watch.add_argument("scope")
-    watch.add_argument("--since-position", type=int)
-    watch.add_argument("--since-minutes", type=float)
-    watch.add_argument("--count", type=int, help="stop after N events")
+    watch.add_argument("scope", type=arg.scope)
+    watch.add_argument(
+        "--since-position", type=arg.number(1, integer=True), help="resume after this event #"
+    )
+    watch.add_argument("--since-minutes", type=arg.number(0, above=True), help="from N minutes ago")
+    watch.add_argument("--count", type=arg.number(1, integer=True), help="stop after N events")
     watch.set_defaults(func=cmd_watch)
 
     rebuild = sub.add_parser(
@@ -305,7 +368,7 @@ def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.Argume
         "one tenant or everything (e.g. after Redis lost its data). The "
         "workers pause while it runs and resume where it ended.",
     )
-    rebuild.add_argument("--tenant", default="", help="only this tenant (default: everything)")
+    rebuild.add_argument("--tenant", type=arg.tenant, help="only this tenant (default: everything)")
     rebuild.add_argument("--yes", action="store_true", help="do it (it replaces the state)")
-    rebuild.add_argument("--json", action="store_true")
+    rebuild.add_argument("--json", action="store_true", help="print JSON")
     rebuild.set_defaults(func=cmd_rebuild)

@@ -15,11 +15,18 @@ from zeromem.store.usage import usage_totals
 def print_recall(reply: RecallReply, explain: bool, console: Console | None = None) -> None:
     console = console or Console()
     console.print(reply.context.rstrip() or "(nothing recalled)", markup=False, highlight=False)
+    from zeromem.store.tokens import DEFAULT_ENCODING, token_counter
+
     estimate = " (estimated)" if reply.baseline_estimated else ""
+    # Content against content, as `zeromem stats` counts (the baseline is content only).
+    count = token_counter(DEFAULT_ENCODING)
+    content = sum(count(m.content) for m in reply.memories)
     console.print(
-        f"\n{len(reply.memories)} memories, {reply.tokens} tokens; injecting every memory "
-        f"in scope would cost {reply.baseline_tokens}{estimate}: {reply.saved_tokens} saved",
+        f"\n{len(reply.memories)} memories, {reply.tokens} tokens with their headers, "
+        f"{content} of content; every memory in scope is {reply.baseline_tokens} tokens of "
+        f"content{estimate}: {reply.baseline_tokens - content} saved",
         style="dim",
+        highlight=False,
     )
     if not explain:
         return
@@ -83,23 +90,44 @@ def print_stats(tenant: str, rows: Sequence[UsageRow], console: Console | None =
             grand[k] += t[k]
         table.add_row(agent, *_usage_cells(t))
     table.add_row("all", *_usage_cells(grand), style="bold")
+    table.caption = (
+        "injected and baseline: memory content tokens (cl100k_base); the \\[date type key] "
+        "header of each line is left out of both"
+    )
     console.print(table)
+    print_stats_chart(rows, grand, console)
 
+
+def print_stats_chart(
+    rows: Sequence[UsageRow], totals: dict[str, int], console: Console | None = None
+) -> None:
+    """Tokens per minute over the period; with fewer than two minutes of recalls (a first
+    try, a demo), the period's totals as bars instead, so there is always a chart."""
     import plotext as plt
 
-    minutes, series = usage_series(rows)
-    if len(minutes) < 2:
-        return
+    console = console or Console()
     plt.clear_figure()
     plt.plotsize(min(console.width, 100), 18)
-    labels = [datetime.fromtimestamp(m, UTC).strftime("%H:%M") for m in minutes]
-    for name, color in (("history", "red"), ("baseline", "orange"), ("injected", "green")):
-        if any(series[name]):
-            plt.plot(list(range(len(minutes))), series[name], label=f"{name} tokens", color=color)
-    step = max(1, len(labels) // 8)
-    plt.xticks(list(range(0, len(labels), step)), labels[::step])
-    plt.title("tokens per minute (UTC)")
-    plt.show()
+    colour = console.is_terminal
+    minutes, series = usage_series(rows)
+    if len(minutes) >= 2:
+        labels = [datetime.fromtimestamp(m, UTC).strftime("%H:%M") for m in minutes]
+        for name, color in (("history", "red"), ("baseline", "orange"), ("injected", "green")):
+            if any(series[name]):
+                plt.plot(
+                    list(range(len(minutes))), series[name], label=f"{name} tokens", color=color
+                )
+        step = max(1, len(labels) // 8)
+        plt.xticks(list(range(0, len(labels), step)), labels[::step])
+        plt.title("tokens per minute (UTC)")
+    else:
+        names = [n for n in ("injected", "baseline", "history") if totals[n] or n != "history"]
+        plt.bar(names, [totals[n] for n in names], color="orange")
+        plt.title("tokens over the period")
+    chart = plt.build()
+    if not colour:  # no colour codes in a file or a pipe
+        chart = plt.uncolorize(chart)
+    print(chart, file=console.file, flush=True)
 
 
 def _usage_cells(t: dict[str, int]) -> list[str]:
@@ -117,8 +145,9 @@ def _usage_cells(t: dict[str, int]) -> list[str]:
 
 
 def save_stats_png(tenant: str, rows: Sequence[UsageRow], path: str) -> None:
-    import matplotlib
+    from zeromem.extras import require
 
+    matplotlib = require("matplotlib", "charts", "`zeromem stats --png`")
     matplotlib.use("Agg")  # no display here, and none needed
     import matplotlib.pyplot as plt
 

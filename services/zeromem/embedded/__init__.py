@@ -11,7 +11,12 @@ from zeromem.embedded.servers import (
     ServerNotFoundError,
     free_port,
 )
-from zeromem.embedded.stack import EmbeddedStack, StackInfo, find_running_stack
+from zeromem.embedded.stack import (
+    EmbeddedStack,
+    StackInfo,
+    StackLockedError,
+    find_running_stack,
+)
 
 __all__ = [
     "EmbeddedServer",
@@ -20,6 +25,7 @@ __all__ = [
     "RedisServer",
     "ServerNotFoundError",
     "StackInfo",
+    "StackLockedError",
     "find_running_stack",
     "free_port",
 ]

@@ -54,7 +54,8 @@ class InProcessServices:
         worker = await worker_type(
             settings, list(range(settings.shards)), nc=nc, redis=redis, **extra
         ).start()
-        await worker.wait_owned()
+        # 30 s: taking eight leases took over 10 s once with five test suites on two cores
+        await worker.wait_owned(timeout=30.0)
         services.workers.append(worker)
 
         read_redis = connect_redis(reader_settings)

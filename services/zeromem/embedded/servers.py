@@ -8,6 +8,7 @@ machine needs nothing beyond ``pip install``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -15,8 +16,11 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from zeromem.embedded.children import die_with_parent
 
 
 class ServerNotFoundError(RuntimeError):
@@ -100,6 +104,7 @@ class EmbeddedServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # Ctrl-C in `zeromem up` reaches us, not the servers
+                preexec_fn=die_with_parent(),  # ...but its death, by any signal, does
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -154,9 +159,19 @@ class NatsServer(EmbeddedServer):
 
     name = "nats"
 
-    def __init__(self, data_dir: Path, port: int | None = None, authority: Any = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        authority: Any = None,
+        *,
+        server_name: str = "zeromem-embedded",
+        cluster: ClusterRoutes | None = None,
+    ) -> None:
         super().__init__(data_dir, port)
         self.authority = authority
+        self.server_name = server_name
+        self.cluster = cluster
 
     @property
     def url(self) -> str:
@@ -174,7 +189,8 @@ class NatsServer(EmbeddedServer):
                 port=self.port,
                 store_dir=self.data_dir / "jetstream",
                 resolver_dir=self.data_dir / "accounts",
-                server_name="zeromem-embedded",
+                server_name=self.server_name,
+                extra=self.cluster.config_block() if self.cluster else "",
             )
             self.config_path.write_text(config)
             return [find_nats_server(), "-c", str(self.config_path)]
@@ -188,7 +204,38 @@ class NatsServer(EmbeddedServer):
             "--store_dir",
             str(self.data_dir / "jetstream"),
             "--server_name",
-            "zeromem-embedded",
+            self.server_name,
+            *(self.cluster.arguments() if self.cluster else []),
+        ]
+
+
+@dataclass(frozen=True)
+class ClusterRoutes:
+    """This node's place in a NATS cluster: the cluster's name, the port it listens on
+    for routes, and every node's route port (its own included: the server skips itself)."""
+
+    name: str
+    port: int
+    routes: tuple[int, ...]
+
+    def _urls(self) -> list[str]:
+        return [f"nats-route://127.0.0.1:{p}" for p in self.routes]
+
+    def config_block(self) -> str:
+        routes = ", ".join(json.dumps(u) for u in self._urls())
+        return (
+            f"cluster {{\n  name: {json.dumps(self.name)}\n"
+            f'  listen: "127.0.0.1:{self.port}"\n  routes: [{routes}]\n}}'
+        )
+
+    def arguments(self) -> list[str]:
+        return [
+            "--cluster_name",
+            self.name,
+            "--cluster",
+            f"nats://127.0.0.1:{self.port}",
+            "--routes",
+            ",".join(self._urls()),
         ]
 
 

@@ -2,6 +2,12 @@
 
 ``zeromem up`` writes ``{data_dir}/stack.json`` with the URLs; any ``zeromem`` command run
 from the same directory reads it, so no flag is needed to reach a running stack.
+
+One stack per data directory: a second would start a second nats-server and Redis on the
+same JetStream store and append-only file, and on exit delete the first one's
+``stack.json``. The stack holds an exclusive ``flock`` on ``{data_dir}/up.lock`` (which
+names its pid) from before its servers start until after they stop; the kernel releases
+it when the holder dies, however it dies, so a stale lock file never blocks a restart.
 """
 
 from __future__ import annotations
@@ -17,6 +23,36 @@ from urllib.parse import urlparse
 from zeromem.embedded.servers import NatsServer, RedisServer, port_is_free
 
 STATE_FILE = "stack.json"
+LOCK_FILE = "up.lock"
+
+
+class StackLockedError(RuntimeError):
+    """Another process runs a stack on this data directory."""
+
+    def __init__(self, data_dir: Path, pid: int | None) -> None:
+        self.data_dir = data_dir
+        self.pid = pid
+        holder = f"process {pid}" if pid else "another process"
+        super().__init__(f"the data directory {data_dir} is in use by {holder} (zeromem up)")
+
+
+def _lock(data_dir: Path) -> int | None:
+    """Hold the data directory's lock (the fd to keep open), or raise StackLockedError."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock, as before
+        return None
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        text = os.read(fd, 32).decode(errors="replace").strip()
+        os.close(fd)
+        raise StackLockedError(data_dir, int(text) if text.isdigit() else None) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +136,7 @@ class EmbeddedStack:
         )
         self._nats_url = nats_url
         self._redis_url = redis_url
+        self._lock_fd: int | None = None
 
     @property
     def nats_url(self) -> str:
@@ -110,6 +147,7 @@ class EmbeddedStack:
         return self.redis.url if self.redis else self._redis_url
 
     def start(self) -> EmbeddedStack:
+        self._lock_fd = _lock(self.data_dir)  # before anything touches the data directory
         try:
             if self.nats:
                 self.nats.start()
@@ -141,6 +179,9 @@ class EmbeddedStack:
                 state.unlink()
         except (OSError, ValueError):
             pass
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
 
     def __enter__(self) -> EmbeddedStack:
         return self.start()

@@ -40,6 +40,23 @@ Limits (honest)
 
 Writes wait for ``applied`` by default so a read right after a write sees it, as with any
 LangGraph store; ``wait="none"`` gives fire-and-forget writes for a store that only appends.
+
+Many operations at once
+-----------------------
+LangGraph's own store tests start a thousand searches or namespace listings at once.
+Sent as they come, each a full scan of pages, they queued at the read service past its
+per-tenant limits and 18-39% failed with "no answer within 5.0s". Now reads share work
+and take turns: concurrent scans of one prefix (search, list_namespaces) and gets of one
+key share a single request (those asked for while one is under way share the next, so
+each still sees every write that finished before it was asked), and at most
+``read_concurrency`` requests are in flight, so the client's timeout (``timeout=``) runs
+from when a request is sent, never while it waits its turn.
+
+Any event loop
+--------------
+The client answers on the loop its connection was made on. A store used from another
+loop (a ``connect_sync`` store awaited in async code, or a store shared between threads)
+runs each batch on the client's loop and awaits it from the caller's.
 """
 
 from __future__ import annotations
@@ -49,10 +66,14 @@ import json
 import math
 import os
 import threading
-from collections.abc import Coroutine, Iterable
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from zeromem.extras import require
+
+require("langgraph", "langgraph", "zeromem's LangGraph store")
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -142,14 +163,28 @@ class ZeromemStore(BaseStore):
         ttl: TTLConfig | None = None,
         wait: Wait | str = Wait.APPLIED,
         loop: asyncio.AbstractEventLoop | None = None,
+        read_concurrency: int = 16,
     ) -> None:
         MemoryKey.parse(f"{prefix}:x")  # the prefix must be a valid zeromem namespace
+        if read_concurrency < 1:
+            raise ValueError("read_concurrency must be at least 1")
         self.client = client
         self.prefix = prefix
         self.ttl_config = ttl
         self.wait = Wait(wait)
+        self.read_concurrency = read_concurrency
         self._loop = loop
         self._thread: threading.Thread | None = None
+        # The loop the client answers on: ``loop``, else the one the store was made on.
+        try:
+            self._home = loop or asyncio.get_running_loop()
+        except RuntimeError:
+            self._home = None
+        # Per event loop (a store built outside any loop may be used from several).
+        self._turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._shared: dict[tuple[asyncio.AbstractEventLoop, Hashable], _Shared] = {}
 
     @classmethod
     def connect_sync(
@@ -160,12 +195,14 @@ class ZeromemStore(BaseStore):
         agent: str | None = None,
         shards: int | None = None,
         creds: str | None = None,
+        timeout: float = 5.0,
         **kwargs: Any,
     ) -> ZeromemStore:
-        """A store usable from synchronous code: its client lives on a daemon loop thread.
-        ``creds``: the agent's creds file (else ZEROMEM_CREDS / NATS_CREDS, or the local
-        stack's authority, as ``MemoryClient.connect``); tenant and agent default to the
-        credential's, else ``default`` and ``langgraph``."""
+        """A store usable from synchronous code (and from any event loop): its client
+        lives on a daemon loop thread. ``creds``: the agent's creds file (else
+        ZEROMEM_CREDS / NATS_CREDS, or the local stack's authority, as
+        ``MemoryClient.connect``); tenant and agent default to the credential's, else
+        ``default`` and ``langgraph``. ``timeout``: seconds per request once sent."""
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, daemon=True, name="zeromem-store")
         thread.start()
@@ -175,7 +212,9 @@ class ZeromemStore(BaseStore):
             or os.environ.get("ZEROMEM_NATS_CREDS")
         ):
             tenant, agent = tenant or "default", agent or "langgraph"
-        connect = MemoryClient.connect(url, tenant=tenant, agent=agent, shards=shards, creds=creds)
+        connect = MemoryClient.connect(
+            url, tenant=tenant, agent=agent, shards=shards, creds=creds, timeout=timeout
+        )
         client = asyncio.run_coroutine_threadsafe(connect, loop).result()
         store = cls(client, loop=loop, **kwargs)
         store._thread = thread
@@ -200,6 +239,18 @@ class ZeromemStore(BaseStore):
         """Reads see the store as it was before this batch's writes; of several writes to
         one item the last wins (the InMemoryStore semantics)."""
         ops = list(ops)
+        home = self._home
+        if home is not None and home.is_running():
+            try:
+                here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            except RuntimeError:
+                here = None
+            if here is not home:  # the client's futures live there: run it there
+                done = asyncio.run_coroutine_threadsafe(self._abatch(ops), home)
+                return await asyncio.wrap_future(done)
+        return await self._abatch(ops)
+
+    async def _abatch(self, ops: list[Op]) -> list[Result]:
         for op in ops:
             _validate_op(op)
         results: list[Result] = [None] * len(ops)
@@ -274,8 +325,55 @@ class ZeromemStore(BaseStore):
 
     # --- operations ---------------------------------------------------------------------
 
+    # --- reads, shared and taking turns -------------------------------------------------
+
+    async def _turn(self, request: Callable[[], Awaitable[T]]) -> T:
+        """``request()`` once one of ``read_concurrency`` places is free."""
+        loop = asyncio.get_running_loop()
+        turns = self._turns.get(loop)
+        if turns is None:
+            turns = self._turns[loop] = asyncio.Semaphore(self.read_concurrency)
+        async with turns:
+            return await request()
+
+    async def _share(self, key: Hashable, read: Callable[[], Awaitable[T]]) -> T:
+        """The answer of one ``read()`` shared by every caller that asked for ``key``
+        while it waited; callers arriving while it runs share the next one."""
+        loop = asyncio.get_running_loop()
+        slot = (loop, key)
+        shared = self._shared.get(slot)
+        if shared is None:
+            shared = self._shared[slot] = _Shared()
+        if shared.next is None:
+            shared.next = loop.create_future()
+            if shared.runner is None:
+                shared.runner = loop.create_task(self._serve(slot, shared, read))
+        return await asyncio.shield(shared.next)  # type: ignore[no-any-return]
+
+    async def _serve(
+        self, slot: tuple[asyncio.AbstractEventLoop, Hashable], shared: _Shared, read: Any
+    ) -> None:
+        try:
+            while shared.next is not None:
+                answer, shared.next = shared.next, None
+                try:
+                    answer.set_result(await read())
+                except Exception as exc:
+                    answer.set_exception(exc)
+                except BaseException:  # cancelled (the loop is closing): nobody waits on
+                    answer.cancel()
+                    raise
+        finally:
+            shared.runner = None
+            if shared.next is not None:  # asked for after a cancellation: not served
+                shared.next.cancel()
+                shared.next = None
+            if self._shared.get(slot) is shared:
+                del self._shared[slot]
+
     async def _get(self, op: GetOp) -> Item | None:
-        found = await self.client.get(self.key_for(op.namespace, op.key))
+        key = self.key_for(op.namespace, op.key)
+        found = await self._share(("get", key), lambda: self._turn(lambda: self.client.get(key)))
         if found is None:
             return None
         if op.refresh_ttl:
@@ -300,31 +398,42 @@ class ZeromemStore(BaseStore):
             wait=self.wait,
         )
 
-    async def _scan(self, namespace_prefix: tuple[str, ...]) -> list[MemoryItem]:
-        return [
-            item
-            async for item in self.client.iter_list(
-                self._list_prefix(namespace_prefix), page_size=_PAGE
+    async def _scan(self, namespace_prefix: tuple[str, ...]) -> list[_Row]:
+        """Every live item under the prefix, parsed and in insertion order, shared by the
+        concurrent scans of it (a thousand searches parse and sort once, not each)."""
+        prefix = self._list_prefix(namespace_prefix)
+        return await self._share(("scan", prefix), lambda: self._rows(prefix))
+
+    async def _rows(self, prefix: str) -> list[_Row]:
+        found: list[MemoryItem] = []
+        cursor = ""
+        while True:
+            page = await self._turn(
+                lambda: self.client.list(prefix, cursor=cursor, limit=_PAGE)  # noqa: B023
             )
-        ]
+            found += page.items
+            if not page.next_cursor:
+                break
+            cursor = page.next_cursor
+        rows = [_Row(*self.parse_key(item.key), item) for item in found]
+        return _insertion_order(rows)
 
     async def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
-        rows: list[tuple[tuple[str, ...], str, MemoryItem]] = []
-        for found in await self._scan(prefix):
-            namespace, key = self.parse_key(found.key)
-            if namespace[: len(prefix)] != prefix or not isinstance(found.value, dict):
-                continue
-            if op.filter and not all(
-                _compare_values(found.value.get(k), v) for k, v in op.filter.items()
-            ):
-                continue
-            rows.append((namespace, key, found))
-        rows = _insertion_order(rows)
+        rows = [
+            row
+            for row in await self._scan(prefix)
+            if row.namespace[: len(prefix)] == prefix
+            and isinstance(row.item.value, dict)
+            and (
+                not op.filter
+                or all(_compare_values(row.item.value.get(k), v) for k, v in op.filter.items())
+            )
+        ]
         scores: list[float | None] = [None] * len(rows)
         if op.query:
             scores = _bm25_scores(
-                op.query, [json.dumps(r[2].value, ensure_ascii=False, default=str) for r in rows]
+                op.query, [json.dumps(r.item.value, ensure_ascii=False, default=str) for r in rows]
             )
             order = sorted(
                 range(len(rows)), key=lambda i: (scores[i] is None, -(scores[i] or 0), i)
@@ -335,23 +444,21 @@ class ZeromemStore(BaseStore):
         window = slice(start, start + max(op.limit, 0))
         kept, kept_scores = rows[window], scores[window]
         if op.refresh_ttl:
-            await self._refresh([r[2] for r in kept])
+            await self._refresh([r.item for r in kept])
         return [
             SearchItem(
-                namespace=ns,
-                key=key,
-                value=dict(item.value),
-                created_at=_dt(item.created_at),
-                updated_at=_dt(item.updated_at),
+                namespace=row.namespace,
+                key=row.key,
+                value=dict(row.item.value),
+                created_at=row.created_at,
+                updated_at=row.updated_at,
                 score=score,
             )
-            for (ns, key, item), score in zip(kept, kept_scores, strict=True)
+            for row, score in zip(kept, kept_scores, strict=True)
         ]
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        namespaces: set[tuple[str, ...]] = set()
-        async for found in self.client.iter_list(f"{self.prefix}:", page_size=_PAGE):
-            namespaces.add(self.parse_key(found.key)[0])
+        namespaces = {row.namespace for row in await self._scan(())}
         if op.match_conditions:
             namespaces = {
                 ns for ns in namespaces if all(_does_match(c, ns) for c in op.match_conditions)
@@ -377,17 +484,37 @@ class ZeromemStore(BaseStore):
         )
 
 
+class _Shared:
+    """One shared read's state: the answer the callers waiting now will get, and the task
+    that runs the reads one after another while callers keep coming."""
+
+    __slots__ = ("next", "runner")
+
+    def __init__(self) -> None:
+        self.next: asyncio.Future[Any] | None = None
+        self.runner: asyncio.Task[None] | None = None
+
+
 # --- helpers mirroring InMemoryStore's semantics ------------------------------------------
 
 
-def _insertion_order(
-    rows: list[tuple[tuple[str, ...], str, MemoryItem]],
-) -> list[tuple[tuple[str, ...], str, MemoryItem]]:
+class _Row:
+    """One item of a scan, parsed once: its LangGraph namespace and key, the memory, and
+    its times as LangGraph gives them."""
+
+    __slots__ = ("created_at", "item", "key", "namespace", "updated_at")
+
+    def __init__(self, namespace: tuple[str, ...], key: str, item: MemoryItem) -> None:
+        self.namespace, self.key, self.item = namespace, key, item
+        self.created_at, self.updated_at = _dt(item.created_at), _dt(item.updated_at)
+
+
+def _insertion_order(rows: list[_Row]) -> list[_Row]:
     """Group by namespace in order of each namespace's oldest item, items by creation."""
     first: dict[tuple[str, ...], float] = {}
-    for ns, _, item in rows:
-        first[ns] = min(first.get(ns, math.inf), item.created_at)
-    return sorted(rows, key=lambda r: (first[r[0]], r[0], r[2].created_at, r[1]))
+    for row in rows:
+        first[row.namespace] = min(first.get(row.namespace, math.inf), row.item.created_at)
+    return sorted(rows, key=lambda r: (first[r.namespace], r.namespace, r.item.created_at, r.key))
 
 
 def _bm25_scores(query: str, texts: list[str]) -> list[float | None]:

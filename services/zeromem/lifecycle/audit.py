@@ -160,6 +160,7 @@ async def read_audit(
     idle_timeout: float = 2.0,
     shard: int | None = None,
     max_messages: int | None = None,
+    read_limit_s: float = 60.0,
 ) -> list[AuditEntry]:
     """The tenant's audit records in stream order, filtered. A key matches an entry about
     it, a read of it, and a forget / archive that touched it.
@@ -169,7 +170,9 @@ async def read_audit(
     credential none at all). How many records there are is known when it is created, so
     the read stops at the last one without waiting. ``shard`` narrows the read to the
     write records of one shard (a key's history lies in its owner's shard);
-    ``max_messages`` stops it after that many records (from ``since`` on)."""
+    ``max_messages`` stops it after that many records (from ``since`` on). A read that
+    cannot finish within ``read_limit_s`` raises TimeoutError rather than return a trail
+    with a silent gap."""
     js = nc.jetstream()
     config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
     if since is not None:
@@ -200,14 +203,22 @@ async def read_audit(
     out: list[AuditEntry] = []
     seen: set[tuple[str, str]] = set()
     sub = await js.pull_subscribe_bind(consumer=config.name, stream=naming.AUDIT_STREAM)
+    deadline = time.monotonic() + read_limit_s
     try:
         while remaining > 0:
             try:
                 msgs = await sub.fetch(min(remaining, 256), timeout=idle_timeout)
             except Exception as exc:  # nats' own timeout type
-                if "Timeout" in type(exc).__name__:
-                    break
-                raise
+                if "Timeout" not in type(exc).__name__:
+                    raise
+                # A slow fetch is not the end of the trail (a busy server answers late):
+                # the consumer's count of what is left says whether records remain.
+                remaining = min(remaining, (await sub.consumer_info()).num_pending)
+                if remaining and time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"the audit trail stopped answering with {remaining} records unread"
+                    ) from None
+                continue
             for msg in msgs:
                 remaining -= 1
                 for entry in decode(msg.data, AuditBatch).entries:

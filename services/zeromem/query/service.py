@@ -33,6 +33,7 @@ from zeromem.query.admission import (
 )
 from zeromem.query.browse import register_browse_handlers
 from zeromem.query.gate import TenantGate
+from zeromem.query.info import register_info_handler
 from zeromem.query.reads import get_items, list_keys
 from zeromem.recall.service import RecallService
 from zeromem.schemas import (
@@ -146,13 +147,11 @@ def register_query_handlers(
     async def handle_list(msg: NatsMessage) -> NatsResponse:
         return await _served(msg, ListRequest, gate, list_)
 
-    register_browse_handlers(
-        broker,
-        redis,
-        recorder,
-        lambda msg, type_, answer: _served(msg, type_, gate, answer),
-        HANDLERS,
-    )
+    def served(msg: NatsMessage, type_: type[T], answer: Callable[[T], Awaitable[NatsResponse]]):  # type: ignore[no-untyped-def]
+        return _served(msg, type_, gate, answer)
+
+    register_browse_handlers(broker, redis, recorder, served, HANDLERS)
+    register_info_handler(broker, settings, shards, served, HANDLERS)
 
 
 def register_stats_handler(

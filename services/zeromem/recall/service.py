@@ -39,7 +39,7 @@ from zeromem.schemas import (
 )
 from zeromem.store.card import Card, card_of
 from zeromem.store.text import field_terms, terms
-from zeromem.store.tokens import token_counter
+from zeromem.store.tokens import DEFAULT_ENCODING, token_counter
 from zeromem.store.usage import UsageLedger
 from zeromem.telemetry import Telemetry
 
@@ -127,7 +127,11 @@ class RecallService:
         # The ledger names the same agents the metrics do (bounded per tenant).
         agent = self.telemetry.agent(request.tenant, request.reader) if request.reader else ""
         self.usage.record(
-            request.tenant, agent, reply.tokens, reply.baseline_tokens, request.history_tokens
+            request.tenant,
+            agent,
+            _content_tokens(reply),
+            reply.baseline_tokens,
+            request.history_tokens,
         )
         if request.history_tokens:
             self.telemetry.history_tokens.add(
@@ -312,3 +316,14 @@ def _pack_item(key: str, card: Card | None) -> PackItem | None:
     if card is None:
         return None
     return PackItem(key, card.content, card.type, card.updated_at, card.references)
+
+
+def _content_tokens(reply: RecallReply) -> int:
+    """The injected memories' content tokens, counted as the baseline counts every memory
+    in scope: content only, cl100k_base (the workers' cached count). The block's lines
+    also carry a ``[date type key]`` header (10-20 tokens a memory) that injecting every
+    memory would need as well; counted on one side only, it made ``zeromem stats`` show
+    "saved -29 (-264%)" for a recall of one short memory out of one. ``reply.tokens``
+    keeps the exact cost of the block, headers included, for the agent's budget."""
+    count = token_counter(DEFAULT_ENCODING)
+    return sum(count(memory.content) for memory in reply.memories)

@@ -2,6 +2,8 @@
 
 from zeromem.sdk.client import MemoryClient, Receipt, Wait
 from zeromem.sdk.errors import (
+    ConnectError,
+    NoStackError,
     RequestRejectedError,
     ServiceUnavailableError,
     WaitTimeoutError,
@@ -10,7 +12,9 @@ from zeromem.sdk.errors import (
 from zeromem.sdk.sync import SyncMemoryClient
 
 __all__ = [
+    "ConnectError",
     "MemoryClient",
+    "NoStackError",
     "Receipt",
     "RequestRejectedError",
     "ServiceUnavailableError",

@@ -23,13 +23,14 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import NoStreamResponseError
 from opentelemetry import propagate, trace
 
 from zeromem import naming
@@ -37,6 +38,7 @@ from zeromem.auth.authority import AuthError, Credential
 from zeromem.ids import new_command_id
 from zeromem.schemas import (
     CONTENT_MAX_CHARS,
+    WIRE_VERSION,
     Applied,
     Archive,
     ArchivedReply,
@@ -52,6 +54,8 @@ from zeromem.schemas import (
     Forget,
     GetReply,
     GetRequest,
+    InfoReply,
+    InfoRequest,
     ListReply,
     ListRequest,
     MemoryItem,
@@ -78,11 +82,16 @@ from zeromem.schemas import (
 from zeromem.sdk.acks import AckCounter
 from zeromem.sdk.batching import CommandBatcher
 from zeromem.sdk.errors import (
+    ConnectError,
+    NoStackError,
+    NoStreamError,
     RequestRejectedError,
     ServiceUnavailableError,
     WaitTimeoutError,
+    ZeromemError,
 )
 from zeromem.sdk.feed import ChangeFeed
+from zeromem.settings import nats_servers
 from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -191,7 +200,7 @@ class MemoryClient:
         agent: str | None = None,
         creds: str | Path | Credential | None = None,
         token: str | None = None,
-        shards: int | None = None,
+        shards: int | Literal["auto"] | None = None,
         timeout: float = 5.0,
         telemetry: Telemetry | None = None,
         batch: bool = True,
@@ -204,7 +213,9 @@ class MemoryClient:
         authority (see ``zeromem.auth.credentials``). ``tenant`` and ``agent`` default to
         the credential's own. ``batch=False`` sends every fire-and-forget write as a
         message of its own (see ``zeromem.sdk.batching``). ``settings`` (default: from the
-        environment) says where the local stack and its authority are."""
+        environment) says where the local stack and its authority are. ``shards="auto"``
+        asks the read services for the deployment's shard count (``discover``) instead of
+        taking it from the settings."""
         from zeromem.auth.credentials import agent_credential, check_identity, nats_options
         from zeromem.settings import Settings
 
@@ -238,7 +249,7 @@ class MemoryClient:
             nc,
             tenant=tenant,
             agent=agent,
-            shards=shards or settings.shards,
+            shards=settings.shards if shards in (None, "auto") else shards,  # type: ignore[arg-type]
             timeout=timeout,
             own_connection=True,
             telemetry=telemetry,
@@ -246,6 +257,12 @@ class MemoryClient:
             dedupe_secret=secret,
         )
         made.append(client)
+        if shards == "auto":
+            try:
+                await client.discover()
+            except BaseException:
+                await nc.close()
+                raise
         return client
 
     @property
@@ -494,6 +511,9 @@ class MemoryClient:
         except TimeoutError:
             self._waiting.pop(command.id, None)
             raise ServiceUnavailableError("JetStream", self.timeout) from None
+        except NoStreamResponseError:
+            self._waiting.pop(command.id, None)
+            raise NoStreamError(subject, self.shards) from None
         if result_future is None or ack.duplicate:
             # A duplicate was stored before: this publish delivers nothing to a worker, so
             # no result would come for it (it was, or will be, applied as it was then).
@@ -662,6 +682,25 @@ class MemoryClient:
         )
         return await self._request("archived", request, ArchivedReply)
 
+    async def info(self) -> InfoReply:
+        """The deployment's contract version, shard count and limits (the ``info`` query)."""
+        return await self._request(
+            "info", InfoRequest(tenant=self.tenant, reader=self.agent), InfoReply
+        )
+
+    async def discover(self) -> InfoReply:
+        """Take the shard count from the deployment (``info``), so commands reach the right
+        shard whatever this process's settings say; refuses another contract version."""
+        info = await self.info()
+        if info.version != WIRE_VERSION:
+            raise ZeromemError(
+                f"the deployment speaks wire contract v{info.version}, this SDK v{WIRE_VERSION}"
+            )
+        if info.shards != self.shards:
+            self.shards = info.shards
+            self._route.cache_clear()
+        return info
+
     async def stats(self, since: float = 0.0, until: float = 0.0) -> StatsReply:
         """This tenant's recall token usage per agent and minute (for ``zeromem stats``)."""
         return await self._request(
@@ -716,17 +755,31 @@ def _refused(error: Exception) -> bool:
     return "authorization violation" in text or "authentication" in text
 
 
-async def _connect_or_refused(url: str, **options: Any) -> NatsClient:
+# The first connection: how long to keep trying before saying the server cannot be
+# reached. nats-py retries an initial connect for ever with max_reconnect_attempts=-1 (an
+# example given a wrong URL printed 36,000 lines of tracebacks in five minutes); once
+# connected, reconnects stay unbounded.
+INITIAL_CONNECT_S = 10.0
+
+
+async def _connect_or_refused(
+    url: str, initial_timeout: float = INITIAL_CONNECT_S, **options: Any
+) -> NatsClient:
     """``nats.connect``, except that a credential the server refuses (revoked, expired,
-    from another authority) fails at once instead of being retried for ever; and once
-    connected, a refusal (the credential revoked meanwhile) closes the connection, so the
-    next operation fails instead of waiting on reconnects that cannot succeed."""
+    from another authority) fails at once instead of being retried for ever, and a server
+    that cannot be reached fails after ``initial_timeout`` seconds; and once connected, a
+    refusal (the credential revoked meanwhile) closes the connection, so the next
+    operation fails instead of waiting on reconnects that cannot succeed."""
     refused: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
     holder: list[NatsClient] = []
+    errors: list[Exception] = []
 
     async def on_error(error: Exception) -> None:
         # A permission violation is the server refusing something this client sent
         # (another agent's subject, say): say so rather than let a wait time out silently.
+        if not holder and errors and str(errors[-1]) == str(error):
+            return  # the same failure again while still connecting: said once is enough
+        errors.append(error)
         log.warning("NATS: %s", error)
         if not _refused(error):
             return
@@ -735,16 +788,23 @@ async def _connect_or_refused(url: str, **options: Any) -> NatsClient:
         if holder and not holder[0].is_closed:
             asyncio.get_running_loop().create_task(holder[0].close())
 
-    connecting = asyncio.ensure_future(nats.connect(url, error_cb=on_error, **options))
-    await asyncio.wait({connecting, refused}, return_when=asyncio.FIRST_COMPLETED)
+    # a comma-separated URL names several nodes of a cluster (settings.nats_servers)
+    connecting = asyncio.ensure_future(
+        nats.connect(nats_servers(url), error_cb=on_error, **options)
+    )
+    await asyncio.wait(
+        {connecting, refused}, timeout=initial_timeout, return_when=asyncio.FIRST_COMPLETED
+    )
     if not connecting.done():
         connecting.cancel()
         with contextlib.suppress(BaseException):
             await connecting
-        raise AuthError(
-            f"the NATS server refused this credential ({refused.result()}): "
-            "revoked, expired, or not issued by this deployment"
-        )
+        if refused.done():
+            raise AuthError(
+                f"the NATS server refused this credential ({refused.result()}): "
+                "revoked, expired, or not issued by this deployment"
+            )
+        raise ConnectError(url, initial_timeout, errors[-1] if errors else None)
     nc = connecting.result()
     holder.append(nc)
     return nc
@@ -755,5 +815,5 @@ def _embedded_nats_url(settings: Any) -> str:
 
     info = find_running_stack(settings.data_dir)
     if info is None:
-        raise ServiceUnavailableError("embedded stack (run `zeromem up`, or set NATS_URL)", 0)
+        raise NoStackError(Path(settings.data_dir).resolve())
     return info.nats_url

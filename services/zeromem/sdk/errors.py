@@ -15,6 +15,46 @@ class ServiceUnavailableError(ZeromemError):
         super().__init__(f"no answer from the zeromem {what} service within {timeout:.1f}s")
 
 
+class NoStreamError(ServiceUnavailableError):
+    """No stream took a command. Two causes give the same answer from the server, so the
+    message names both: a JetStream cluster electing the stream's leader after losing a
+    node (seconds; sending the same command again is safe, its id deduplicates), or a
+    subject the command stream does not capture (a shard at or past the deployment's
+    count: the client's shard count is wrong)."""
+
+    def __init__(self, subject: str, shards: int) -> None:
+        self.what = "JetStream"
+        self.timeout = 0.0
+        ZeromemError.__init__(
+            self,
+            f"no stream stores {subject} right now: a JetStream cluster may be electing the "
+            "stream's leader (send the same command again), or the command stream does not "
+            f"capture this shard (it takes shards 0..N-1 of the deployment's count; this "
+            f"client uses {shards}; discover() asks the deployment)",
+        )
+
+
+class NoStackError(ZeromemError):
+    """No URL was given and no stack of ``zeromem up`` runs in the data directory."""
+
+    def __init__(self, data_dir: object) -> None:
+        super().__init__(
+            f"no NATS URL given and no zeromem stack found in {data_dir}: run `zeromem up` "
+            "(or `make run`) in this directory, or set ZEROMEM_NATS_URL"
+        )
+
+
+class ConnectError(ZeromemError):
+    """The NATS server could not be reached when connecting."""
+
+    def __init__(self, url: str, timeout: float, last: Exception | None) -> None:
+        self.url = url
+        super().__init__(
+            f"cannot connect to NATS at {url} within {timeout:.0f}s"
+            + (f" ({last})" if last else "")
+        )
+
+
 class RequestRejectedError(ZeromemError):
     def __init__(self, code: str, message: str) -> None:
         self.code = code

@@ -1,6 +1,7 @@
 """Configuring exporters from the environment, without ever breaking the service.
 
-- A Prometheus scrape endpoint on ``metrics_port`` (``ZEROMEM_METRICS_PORT``), if set.
+- A Prometheus scrape endpoint on ``metrics_port`` (``ZEROMEM_METRICS_PORT``), if set, with
+  the process's ``/healthz`` and ``/readyz`` beside ``/metrics`` (``zeromem.health``).
 - OTLP over HTTP when the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the per-signal
   ``..._METRICS_ENDPOINT`` / ``..._TRACES_ENDPOINT``) is set; the exporter reads the other
   ``OTEL_*`` variables itself. An unreachable collector costs the metrics, nothing else:
@@ -21,6 +22,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from zeromem.health import Health, serve_health
 from zeromem.telemetry.instruments import Telemetry
 
 log = logging.getLogger(__name__)
@@ -47,7 +49,9 @@ class TelemetryConfig:
         )
 
 
-def configure_telemetry(config: TelemetryConfig) -> Telemetry:
+def configure_telemetry(config: TelemetryConfig, health: Health | None = None) -> Telemetry:
+    """The process's exporters; with a metrics port, also its health endpoints (``health``:
+    its readiness checks; liveness alone if none is given). Call from the running loop."""
     resource = Resource.create(
         {"service.name": f"zeromem-{config.service}", "service.namespace": "zeromem"}
     )
@@ -55,9 +59,10 @@ def configure_telemetry(config: TelemetryConfig) -> Telemetry:
     if config.metrics_port:
         try:
             from opentelemetry.exporter.prometheus import PrometheusMetricReader
-            from prometheus_client import start_http_server
 
-            start_http_server(config.metrics_port, addr=config.metrics_host)
+            health = health or Health()
+            serve_health(health, config.metrics_host, config.metrics_port)
+            health.start_beating()
             readers.append(PrometheusMetricReader())
         except Exception:  # a port in use must not stop the service
             log.exception("Prometheus endpoint on port %d unavailable", config.metrics_port)

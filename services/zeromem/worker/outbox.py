@@ -6,6 +6,7 @@ trail, dead letters; each message fitted under the broker's payload limit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -31,6 +32,7 @@ from zeromem.schemas import (
     Result,
     encode,
     encode_batch,
+    split_batch,
 )
 from zeromem.telemetry import Telemetry
 from zeromem.worker.applier import WorkerStats
@@ -266,10 +268,12 @@ class Outbox:
                 and (reply_to := headers.get(naming.REPLY_HEADER))
                 and reply_allowed(msg.subject, reply_to)
             ):
+                whole_batch = letter.index is None and naming.BATCH_HEADER in headers
                 try:
-                    await self.nc.publish(
-                        reply_to, encode(_rejection(msg, reply_to, letter.reason))
-                    )
+                    for rejected in _rejections(
+                        msg, letter.raw, reply_to, letter.reason, whole_batch, self.limits
+                    ):
+                        await self.nc.publish(reply_to, encode(rejected))
                 except Exception as exc:
                     if classify(exc) is Fault.OUTAGE:
                         raise
@@ -342,16 +346,48 @@ def _header_text(text: str) -> str:
     return "".join(c if " " <= c <= "~" else "?" for c in text[:200])
 
 
-def _rejection(msg: Msg, reply_to: str, reason: str) -> Result:
-    command_id = reply_to.rsplit(".", 1)[-1]  # the SDK waits on {inbox}.{command id}
-    return Rejected(
-        command_id=command_id,
-        tenant=tenant_label(msg.subject),
-        key="",
-        op="",
-        reason=reason,
-        applied_at=time.time(),
-    )
+class _Named(msgspec.Struct):
+    """What a refused command's bytes may still tell, read leniently: its id, key, op."""
+
+    id: str = ""
+    key: str = ""
+    op: str = ""
+
+
+_named_decoder = msgspec.msgpack.Decoder(_Named)
+
+
+def _rejections(
+    msg: Msg, raw: bytes, reply_to: str, reason: str, whole_batch: bool, limits: Limits
+) -> list[Result]:
+    """The ``rejected`` results a caller waiting on a refused message gets: one per
+    command (a batch refused whole, one per command it holds, up to the batch limit),
+    each with the command's own id, key and op when its bytes still say them. Otherwise
+    the id is the reply subject's last token (the SDK waits on {inbox}.{command id})."""
+    parts = [raw]
+    if whole_batch:
+        with contextlib.suppress(Exception):
+            parts = split_batch(raw)[: limits.batch_commands] or [raw]
+    tenant, fallback = tenant_label(msg.subject), reply_to.rsplit(".", 1)[-1]
+    now = time.time()
+    rejected: list[Result] = []
+    for part in parts:
+        try:
+            named = _named_decoder.decode(part)
+        except Exception:
+            named = _Named()
+        good = 0 < len(named.id) <= 64 and len(named.key) <= limits.key_chars
+        rejected.append(
+            Rejected(
+                command_id=named.id if good else fallback,
+                tenant=tenant,
+                key=named.key[:256] if good else "",
+                op=named.op[:16] if good else "",
+                reason=reason,
+                applied_at=now,
+            )
+        )
+    return rejected
 
 
 @functools.lru_cache(maxsize=65536)

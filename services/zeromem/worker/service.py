@@ -41,6 +41,7 @@ from redis.exceptions import RedisError
 
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis, open_shard_consumer, provision
+from zeromem.health import Health
 from zeromem.heap import settle_after_start
 from zeromem.lifecycle.archive import schedule_archive
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
@@ -525,10 +526,16 @@ async def run_worker(settings: Settings, index: int, count: int) -> None:
     shards = naming.shards_of_worker(index, count, settings.shards)
     nc = await connect_nats(settings, name=f"zeromem-worker-{index}")
     redis = connect_redis(settings)
+    health = Health(settings.liveness_stall_s)
     telemetry = configure_telemetry(
-        TelemetryConfig("worker", settings.metrics_port, settings.metrics_host)
+        TelemetryConfig("worker", settings.metrics_port, settings.metrics_host), health
     )
     worker = await WorkerService(settings, shards, nc=nc, redis=redis, telemetry=telemetry).start()
+    # Ready: connected, and consuming every shard this index owns (a lease held elsewhere,
+    # say by the pod this one replaces, keeps it unready until the lease moves).
+    health.ready_when("nats_connected", lambda: nc.is_connected)
+    health.ready_when("owns_its_shards", lambda: worker.owned == set(worker.shards))
+    health.started()
     settle_after_start()
     log.info("worker %d/%d owns shards %s", index, count, shards)
     try:
