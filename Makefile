@@ -111,9 +111,10 @@ k8s-check: $(STAMP) ## render k8s/overlays/* with kustomize, validate every obje
 
 PY_SOURCES := schemas services tests bench examples k8s
 
-lint: $(STAMP) ## ruff (rules and the formatter's check)
+lint: $(STAMP) ## ruff (rules and the formatter's check), the import contract (layers, no cycles)
 	$(BIN)/python -m ruff check $(PY_SOURCES)
 	$(BIN)/python -m ruff format --check $(PY_SOURCES)
+	$(BIN)/lint-imports --no-cache --no-logo
 
 format: $(STAMP) ## ruff format, and the fixes ruff can make on its own
 	$(BIN)/python -m ruff format $(PY_SOURCES)

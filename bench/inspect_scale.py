@@ -30,7 +30,6 @@ import msgspec
 from recall_latency import percentile, raw_round_trips
 from write_throughput import stack_settings
 
-from zeromem import naming
 from zeromem.auth.mcp_tokens import McpTokens
 from zeromem.bus import connect_redis
 from zeromem.embedded import EmbeddedStack
@@ -41,6 +40,7 @@ from zeromem.inspect.access import Access
 from zeromem.schemas import MemoryItem, MemoryType
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
+from zeromem.store.keys import TENANTS_KEY, RedisKeys
 
 TENANT = "bench"
 PAGE = 50
@@ -48,7 +48,7 @@ PAGE = 50
 
 async def fill(settings: Settings, memories: int, owners: int) -> float:
     redis = connect_redis(settings)
-    keys = naming.RedisKeys(TENANT)
+    keys = RedisKeys(TENANT)
     encode = msgspec.msgpack.Encoder().encode
     started = time.perf_counter()
     now = time.time()
@@ -74,7 +74,7 @@ async def fill(settings: Settings, memories: int, owners: int) -> float:
             if o % 500 == 499:
                 await pipe.execute()
         await pipe.execute()
-    await redis.sadd(naming.TENANTS_KEY, TENANT)
+    await redis.sadd(TENANTS_KEY, TENANT)
     await redis.aclose()
     return time.perf_counter() - started
 
@@ -169,7 +169,7 @@ async def main() -> None:
             raw = await raw_round_trips(settings, args.samples)
             redis = connect_redis(settings)
             started = time.perf_counter()
-            whole = await redis.zrange(naming.RedisKeys(TENANT).keys(), 0, -1)
+            whole = await redis.zrange(RedisKeys(TENANT).keys(), 0, -1)
             scan_ms = (time.perf_counter() - started) * 1000
             await redis.aclose()
             await client.close()

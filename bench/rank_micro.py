@@ -35,7 +35,7 @@ from zeromem.recall.ranking import (
     build_strategy,
     score_candidates,
 )
-from zeromem.recall.tokens import token_counter
+from zeromem.store.tokens import token_counter
 
 NOW = 1_800_000_000.0
 QUERY = ["prefer", "language", "chinese"]

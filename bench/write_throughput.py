@@ -43,6 +43,7 @@ from zeromem.embedded.stack import settings_for_role
 from zeromem.schemas import Put, encode
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
+from zeromem.store.keys import RedisKeys, shard_lease_key
 
 CONTENT = "moved the meeting to Friday 10:00"  # every benchmark put's summary
 
@@ -142,7 +143,7 @@ async def wait_for_workers(settings: Settings, timeout: float = 60.0) -> None:
     redis = connect_redis(settings)
     try:
         deadline = time.monotonic() + timeout
-        keys = [naming.shard_lease_key(shard) for shard in range(settings.shards)]
+        keys = [shard_lease_key(shard) for shard in range(settings.shards)]
         while await redis.exists(*keys) < len(keys):
             if time.monotonic() > deadline:
                 raise TimeoutError("the workers did not take every shard's lease")
@@ -196,7 +197,7 @@ async def zeromem_rate(
     await observer.close()
     redis = connect_redis(settings)
     try:
-        keys = naming.RedisKeys(tenant)
+        keys = RedisKeys(tenant)
         versions = [await redis.hget(keys.item(f"user:o{o}:turn"), "v") for o in range(owners)]
     finally:
         await redis.aclose()

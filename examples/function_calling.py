@@ -21,9 +21,9 @@ from typing import Any
 
 from zeromem.integrations.local import issue_credentials, local_stack
 from zeromem.integrations.shadow import message_tokens
-from zeromem.recall.tokens import count_tokens
 from zeromem.sdk import MemoryClient, ZeromemError
 from zeromem.sdk.hooks import AutoMemory
+from zeromem.store.tokens import count_tokens
 from zeromem.tools import ToolDispatcher, tool_definitions, tool_definitions_tokens
 
 USER = "u10086"

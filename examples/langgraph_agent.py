@@ -19,9 +19,9 @@ import sys
 from typing import Any, TypedDict
 
 from zeromem.integrations.local import issue_credentials, local_stack
-from zeromem.recall.tokens import count_tokens
 from zeromem.sdk import MemoryClient, ZeromemError
 from zeromem.sdk.hooks import PreferenceRules
+from zeromem.store.tokens import count_tokens
 
 try:
     from langgraph.config import get_store

@@ -57,11 +57,11 @@ from zeromem.embedded import EmbeddedStack
 from zeromem.encoding import encode_value
 from zeromem.recall.packing import PackItem, render_line
 from zeromem.recall.ranking import RankingConfig
-from zeromem.recall.tokens import count_tokens
 from zeromem.sdk import MemoryClient
 from zeromem.sdk.importer import import_file
 from zeromem.serve import ReadServices
 from zeromem.settings import Settings
+from zeromem.store.tokens import count_tokens
 from zeromem.worker.service import WorkerService
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -13,8 +13,8 @@ from zeromem.bus import connect_nats, connect_redis, connection_events, nats_con
 from zeromem.health import Health
 from zeromem.heap import settle_after_start
 from zeromem.query.gate import TenantGate
+from zeromem.query.recall_responder import RecallResponder
 from zeromem.query.service import register_query_handlers, register_stats_handler
-from zeromem.recall.responder import RecallResponder
 from zeromem.recall.service import RecallService
 from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
@@ -23,7 +23,7 @@ from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
 @dataclass
 class ReadServices:
     broker: NatsBroker  # get, list, stats (FastStream)
-    nc: NatsClient  # recall (a plain subscription, see recall.responder)
+    nc: NatsClient  # recall (a plain subscription, see query.recall_responder)
     responder: RecallResponder
     recall: RecallService
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import msgspec
 
+from tests.eventually import eventually
 from tests.harness import ServiceSet
 from zeromem import naming
 from zeromem.bus import connect_nats
@@ -68,10 +68,8 @@ async def test_each_bad_message_is_dead_lettered_and_valid_ones_apply(isolated) 
             n += 1
             await client.flush()
 
-            for _ in range(200):
-                if services.workers[0].stats.dead_lettered >= len(BAD_MESSAGES) + 1:
-                    break
-                await asyncio.sleep(0.05)
+            stats = services.workers[0].stats
+            await eventually(lambda: stats.dead_lettered >= len(BAD_MESSAGES) + 1)
             for i in range(n):
                 item = await client.get(f"user:u{i % 3}:k{i}")
                 assert item is not None and item.value == i
@@ -155,10 +153,8 @@ async def test_a_bad_command_in_a_batch_is_refused_alone(isolated) -> None:
         ) as client:
             after = await client.put("user:u1:seq", 4, wait="applied")
             assert after.version == 5  # the batch's four puts came first, in order
-            for _ in range(100):
-                if services.workers[0].stats.dead_lettered >= 4:
-                    break
-                await asyncio.sleep(0.05)
+            stats = services.workers[0].stats
+            await eventually(lambda: stats.dead_lettered >= 4)
         sub = await js.pull_subscribe(naming.DEAD_LETTER_SUBJECTS, stream=naming.DEAD_LETTER_STREAM)
         letters = [decode(m.data, DeadLetter) for m in await sub.fetch(10, timeout=2)]
         by_raw = {letter.raw: letter.reason for letter in letters}

@@ -195,7 +195,7 @@ async def test_a_failure_that_keeps_recurring_is_dead_lettered_after_bounded_att
     then dead-lettered whole, and the shard goes on."""
     settings, services = stack
     worker = services.workers[0]
-    original = worker._publish_audit
+    original = worker.outbox.publish_audit
     poisoned: set[int] = set()
 
     async def publish_audit(shard, batch, results):  # type: ignore[no-untyped-def]
@@ -204,7 +204,7 @@ async def test_a_failure_that_keeps_recurring_is_dead_lettered_after_bounded_att
             raise ValueError("cannot audit this")
         return await original(shard, batch, results)
 
-    worker._publish_audit = publish_audit
+    worker.outbox.publish_audit = publish_audit
     shard = naming.shard_for("acme", "user:u1", settings.shards)
     await publish(
         settings,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from tests.eventually import eventually
 from tests.harness import ServiceSet
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
@@ -50,8 +51,13 @@ async def test_same_command_id_published_twice_is_applied_once(
 class CrashAfterCommit(WorkerService):
     """Applies a batch to Redis, then dies before acking it: the worst moment to crash."""
 
-    async def _publish_results(self, shard, batch, results):  # type: ignore[override]
-        raise ConnectionAbortedError("simulated crash between apply and ack")
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+
+        async def crash(shard, batch, results):  # type: ignore[no-untyped-def]
+            raise ConnectionAbortedError("simulated crash between apply and ack")
+
+        self.outbox.publish_results = crash  # type: ignore[method-assign]
 
 
 async def test_worker_killed_after_apply_before_ack_applies_nothing_twice(isolated) -> None:
@@ -69,10 +75,8 @@ async def test_worker_killed_after_apply_before_ack_applies_nothing_twice(isolat
         for i in range(20):
             await c.put("task:t7:step", i)
         await c.flush()
-        for _ in range(200):  # the first batch is applied, then the worker "dies" before acking
-            if crashing.stats.applied:
-                break
-            await asyncio.sleep(0.05)
+        # the first batch is applied, then the worker "dies" before acking
+        await eventually(lambda: crashing.stats.applied)
         await asyncio.sleep(0.3)
         applied_before_crash = crashing.stats.applied
         assert applied_before_crash >= 1
@@ -83,10 +87,9 @@ async def test_worker_killed_after_apply_before_ack_applies_nothing_twice(isolat
         services = await ServiceSet.start(settings)
         try:
             successor = services.workers[0]
-            for _ in range(300):  # redelivered once ack_wait (2 s in the tests) has passed
-                if successor.stats.duplicates + successor.stats.applied >= 20:
-                    break
-                await asyncio.sleep(0.05)
+            # redelivered once ack_wait (2 s in the tests) has passed
+            stats = successor.stats
+            await eventually(lambda: stats.duplicates + stats.applied >= 20, timeout=15.0)
             # what the dead worker applied is recognised, nothing is applied twice
             assert successor.stats.duplicates == applied_before_crash
             assert successor.stats.applied == 20 - applied_before_crash

@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import time
 
-from zeromem import naming
+from tests.eventually import eventually
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.lifecycle.archive import owners_to_archive, schedule_archive
 from zeromem.lifecycle.snapshot import snapshot
 from zeromem.sdk import MemoryClient
+from zeromem.store.keys import RedisKeys
 
 
 async def test_archive_recall_restore_round_trip(client: MemoryClient, running) -> None:
@@ -39,7 +40,7 @@ async def test_archive_recall_restore_round_trip(client: MemoryClient, running) 
     assert (await client.list(f"{owner}:")).keys == (fresh.key,)
     assert not (await client.recall("Lisbon trip", owners=[owner])).memories
     redis = connect_redis(running)
-    keys = naming.RedisKeys(client.tenant)
+    keys = RedisKeys(client.tenant)
     try:
         state = await snapshot(redis, client.tenant)
         index_names = [
@@ -104,11 +105,7 @@ async def test_the_schedule_archives_old_memories_of_every_owner(running, tenant
             ]
             sent = await schedule_archive(nc, redis, running, cutoff, tenants=[tenant])
             assert sent == 3
-            for _ in range(100):
-                page = await client.list("")
-                if len(page.keys) == 2:
-                    break
-                await asyncio.sleep(0.05)
+            page = await eventually(lambda: client.list(""), lambda p: len(p.keys) == 2)
             assert page.keys == ("task:t2:b", "team:x:c")
         finally:
             await nc.close()

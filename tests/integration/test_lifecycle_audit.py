@@ -4,12 +4,12 @@ the keys but no values, and sensitive values appear neither there nor in any log
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import msgspec
 import pytest
 
+from tests.eventually import eventually
 from zeromem.sdk import MemoryClient
 
 SECRETS = ("hunter2", "tok-9f8e7d", "hunter3", "Zurich-1234")
@@ -70,11 +70,7 @@ async def test_audit_trail_of_a_scripted_session(
     await coder.list("user:u1:")
     await planner.recall("Ada profile", owners=["user:u1"])
 
-    for _ in range(50):
-        trail = await client.audit()
-        if sum(e.kind == "read" for e in trail) >= 3:
-            break
-        await asyncio.sleep(0.1)
+    trail = await eventually(client.audit, lambda t: sum(e.kind == "read" for e in t) >= 3)
     writes = [e for e in trail if e.kind == "write"]
     assert [e.command_id for e in writes] == [s.command_id for s in steps]  # all, in order
     assert [

@@ -6,20 +6,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from zeromem import naming
+from tests.eventually import eventually
 from zeromem.bus import connect_redis
 from zeromem.lifecycle.snapshot import snapshot
 from zeromem.sdk import MemoryClient
-
-
-async def _until(predicate, timeout: float = 10.0, step: float = 0.05):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = await predicate()
-        if value:
-            return value
-        await asyncio.sleep(step)
-    raise AssertionError("condition not reached in time")
+from zeromem.store.keys import RedisKeys
 
 
 def _mentions(state: dict[str, object], key: str) -> list[str]:
@@ -59,9 +50,9 @@ async def test_an_expired_memory_leaves_no_trace_in_any_index(
     assert (await client.recall("zebra scratchpad", owners=[owner])).memories
 
     redis = connect_redis(running)
-    keys = naming.RedisKeys(client.tenant)
+    keys = RedisKeys(client.tenant)
     try:
-        await _until(lambda: _gone(redis, keys, doomed))
+        await eventually(lambda: _gone(redis, keys, doomed))
         state = await snapshot(redis, client.tenant)
         # nothing but its own tombstone (a version guard) and command results names it
         assert [n for n in _mentions(state, doomed)] == []
@@ -90,7 +81,7 @@ async def test_an_expired_memory_leaves_no_trace_in_any_index(
     assert again.version == 3 and again.result.item.feedback.liked == 0
 
 
-async def _gone(redis, keys: naming.RedisKeys, key: str) -> bool:  # type: ignore[no-untyped-def]
+async def _gone(redis, keys: RedisKeys, key: str) -> bool:  # type: ignore[no-untyped-def]
     return (
         await redis.zscore(keys.expiring(), key) is None
         and await redis.hget(keys.item(key), "d") == b""

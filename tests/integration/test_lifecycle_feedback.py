@@ -6,8 +6,8 @@ import asyncio
 
 from zeromem.schemas import Applied, Feedback, FeedbackKind, Put
 from zeromem.sdk import MemoryClient
+from zeromem.worker.applier import coalesce_feedback
 from zeromem.worker.engine import COUNT_FEEDBACK, WRITE, Outcome
-from zeromem.worker.service import _coalesce_feedback
 
 
 async def test_50_agents_times_100_feedback_count_exactly_5000(running, tenant: str) -> None:
@@ -76,7 +76,7 @@ def test_coalescing_folds_runs_and_never_crosses_a_write() -> None:
         _outcome(5, COUNT_FEEDBACK, key="team:x:other"),
         _outcome(6, COUNT_FEEDBACK),
     ]
-    kept, at, followed = _coalesce_feedback(outcomes, list(range(7)))
+    kept, at, followed = coalesce_feedback(outcomes, list(range(7)))
     assert at == [0, 2, 3, 4, 5]
     assert followed == {0: [1], 4: [6]}
     assert [f.command.id for f in kept[0].followers] == ["f1"]

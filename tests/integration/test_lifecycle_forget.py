@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from zeromem import naming
+from tests.eventually import eventually
 from zeromem.bus import connect_redis
 from zeromem.lifecycle.snapshot import snapshot
 from zeromem.sdk import MemoryClient
+from zeromem.store.keys import RedisKeys
 
 
 async def _live_keys(client: MemoryClient, prefix: str) -> set[str]:
@@ -53,12 +54,7 @@ async def test_forget_by_prefix_removes_exactly_what_came_before_it(running, ten
         }
         assert any(k.startswith(f"{owner}:step-a") for k in expected), "the forget came too late"
         assert len(expected) < len(seqs), "the forget came too early"
-        for _ in range(200):
-            live = await _live_keys(clients[0], f"{owner}:")
-            if live == expected:
-                break
-            await asyncio.sleep(0.05)
-        assert live == expected
+        await eventually(lambda: _live_keys(clients[0], f"{owner}:"), lambda live: live == expected)
         assert len(await _live_keys(clients[0], "session:s2:")) == 180
         audit = await clients[0].audit(agent="w0")
         forget = next(e for e in audit if e.op == "forget")
@@ -99,11 +95,10 @@ async def test_forget_the_last_minutes_of_a_session_under_concurrent_writes(
     assert {k for k in late_seqs if k in forgot} == {
         k for k, s in late_seqs.items() if s < forget.stream_seq
     }
-    for _ in range(100):
-        live = await _live_keys(client, f"{owner}:")
-        if len(live) == 10 + 40 - len({k for k in late_seqs if k in forgot}):
-            break
-        await asyncio.sleep(0.05)
+    live = await eventually(
+        lambda: _live_keys(client, f"{owner}:"),
+        lambda live: len(live) == 10 + 40 - len({k for k in late_seqs if k in forgot}),
+    )
     assert live == {r.key for r in early} | (set(late_seqs) - forgot)
     # a time range with both ends
     middle = early[3].result.item.updated_at, early[6].result.item.updated_at
@@ -124,7 +119,7 @@ async def _assert_no_trace(settings, tenant: str, keys_: set[str]) -> None:  # t
         state = await snapshot(redis, tenant)
     finally:
         await redis.aclose()
-    rk = naming.RedisKeys(tenant)
+    rk = RedisKeys(tenant)
     for name, value in state.items():
         if name.startswith(rk.item("")) or name.startswith(rk.command("")):
             continue

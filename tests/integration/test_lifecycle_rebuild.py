@@ -11,12 +11,14 @@ import json
 import random
 import time
 
+from tests.eventually import eventually
 from tests.harness import ServiceSet
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis, shard_backlogs
-from zeromem.lifecycle.rebuild import rebuild
 from zeromem.lifecycle.snapshot import differences, snapshot
 from zeromem.sdk import MemoryClient
+from zeromem.store.keys import RedisKeys
+from zeromem.worker.rebuild import rebuild
 
 WORDS = [
     "alpha",
@@ -54,11 +56,7 @@ async def _drained(js, shards: int) -> bool:  # type: ignore[no-untyped-def]
 async def _settle(client: MemoryClient, shards: int, observer) -> None:  # type: ignore[no-untyped-def]
     """Until the workers applied everything (the shard consumers are the operator's to see)."""
     await client.flush(timeout=60)
-    for _ in range(600):
-        if await _drained(observer.jetstream(), shards):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the workers did not drain the command stream")
+    await eventually(lambda: _drained(observer.jetstream(), shards), timeout=30.0)
 
 
 async def _workload(client: MemoryClient, rng: random.Random, owners: list[str]) -> int:
@@ -156,7 +154,7 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
         before = await snapshot(redis)
         n_items = sum(1 for k in before if ":m:" in k)
         await redis.flushall()
-        assert await snapshot(redis) == {} or True
+        assert await snapshot(redis) == {}
 
         report = await rebuild(settings, nc=nc, redis=redis)
         after = await snapshot(redis)
@@ -189,7 +187,7 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
             expected = (
                 current.version
                 if current
-                else int(before.get(naming.RedisKeys("rb-one").item("user:o0:k0"), {}).get(b"v", 0))
+                else int(before.get(RedisKeys("rb-one").item("user:o0:k0"), {}).get(b"v", 0))
             ) + 1
             assert receipt.version == expected
         await services.stop()
@@ -209,10 +207,7 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
         await redis.delete(*results)  # as if their time to live had passed
         services = await ServiceSet.start(settings)
         restarted = services.workers[0].stats
-        for _ in range(200):
-            if restarted.skipped >= 100:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: restarted.skipped >= 100)
         assert restarted.skipped == 100 and restarted.applied == 0
         after_restart = await snapshot(redis)
         assert {k: v for k, v in after_restart.items() if ":c:" not in k} == {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from tests.eventually import eventually
 from zeromem import naming
 from zeromem.bus import connect_nats
 from zeromem.schemas import Applied
@@ -108,11 +109,9 @@ async def test_batched_fire_and_forget_and_waiting_writes_keep_their_order(
         after = await js.stream_info(naming.COMMAND_STREAM)
         # 1,200 commands travelled in far fewer messages
         assert after.state.messages - before.state.messages < 200
-        for _ in range(200):
-            item = await client.get("task:t9:step")
-            if item is not None and item.version == 600:
-                break
-            await asyncio.sleep(0.05)
+        item = await eventually(
+            lambda: client.get("task:t9:step"), lambda i: i is not None and i.version == 600
+        )
         assert item.value == 599 and item.version == 600
         history = await client.audit(key="task:t9:step")
         assert [e.version_after for e in history if e.op == "put"] == list(range(1, 601))
@@ -155,10 +154,7 @@ async def test_bulk_batched_writes_larger_than_a_message_are_all_applied_and_aud
         await client.flush()
         services = await ServiceSet.start(isolated)
         try:
-            for _ in range(400):
-                if (await client.get(f"user:bulk:k{total - 1}")) is not None:
-                    break
-                await asyncio.sleep(0.05)
+            await eventually(lambda: client.get(f"user:bulk:k{total - 1}"), timeout=20.0)
             for i in (0, total // 2, total - 1):
                 assert (await client.get(f"user:bulk:k{i}")).value == {"i": i}
             audit = await client.audit()

@@ -16,6 +16,7 @@ from zeromem.bus import connect_redis
 from zeromem.limits import Limits
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
+from zeromem.store.keys import RedisKeys
 
 
 @contextlib.asynccontextmanager
@@ -32,7 +33,7 @@ async def services_with(isolated: Settings, **limits: float) -> AsyncIterator[Se
 async def stored(settings: Settings, tenant: str) -> tuple[int, int]:
     redis = connect_redis(settings)
     try:
-        n, b = await redis.hmget(naming.RedisKeys(tenant).stored(), "n", "b")
+        n, b = await redis.hmget(RedisKeys(tenant).stored(), "n", "b")
     finally:
         await redis.aclose()
     return int(n or 0), int(b or 0)

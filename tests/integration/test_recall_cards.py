@@ -12,17 +12,17 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 from redis.asyncio import Redis
 
-from zeromem import naming
 from zeromem.bus import connect_redis
 from zeromem.recall import retrieve
-from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, decode_card, encode_card
 from zeromem.recall.ranking import RankingConfig, idf
 from zeromem.recall.retrieve import POSTINGS_LIMIT, RECENT_LIMIT
-from zeromem.recall.text import terms
 from zeromem.schemas import MemoryItem, MemoryType
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
-from zeromem.worker.engine import POSTING_TF_SCALE, posting_score, posting_tf
+from zeromem.store.card import decode_card, encode_card
+from zeromem.store.keys import CARD_COMMAND_FIELD, CARD_FIELD, RedisKeys
+from zeromem.store.postings import POSTING_TF_SCALE, posting_score, posting_tf
+from zeromem.store.text import terms
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ async def redis(running: Settings) -> AsyncIterator[Redis]:
 async def card_state(redis: Redis, tenant: str, key: str) -> tuple[bytes | None, bool]:
     """The stored card, and whether it describes the memory's last write."""
     card, command, last = await redis.hmget(
-        naming.RedisKeys(tenant).item(key), CARD_FIELD, CARD_COMMAND_FIELD, "lc"
+        RedisKeys(tenant).item(key), CARD_FIELD, CARD_COMMAND_FIELD, "lc"
     )
     return card, card is not None and command == last
 
@@ -121,7 +121,7 @@ async def test_a_memory_without_a_current_card_is_read_whole(
         return reply.memories, reply.context, reply.tokens, reply.candidates
 
     with_cards = await recall()
-    item_key = naming.RedisKeys(client.tenant).item
+    item_key = RedisKeys(client.tenant).item
     # as a memory written before cards existed
     await redis.hdel(item_key("user:c3:m2"), CARD_FIELD, CARD_COMMAND_FIELD)
     # a card that does not describe the last write: never trusted
@@ -172,7 +172,7 @@ async def test_explain_lists_every_candidate_with_its_scores(client: MemoryClien
 
 async def model_stage_one(
     redis: Redis,
-    keys: naming.RedisKeys,
+    keys: RedisKeys,
     owners: Sequence[str],
     query_terms: Sequence[str],
     keep_n: int,
@@ -226,7 +226,7 @@ async def model_stage_one(
 async def assert_survey_matches_the_model(
     redis: Redis, tenant: str, owners: Sequence[str], query: str, keep_n: int
 ) -> None:
-    keys = naming.RedisKeys(tenant)
+    keys = RedisKeys(tenant)
     query_terms = list(dict.fromkeys(terms(query)))
     config = RankingConfig(neighbour_share=0.0)  # the model is stage one alone
     chosen, cut, tf = await model_stage_one(redis, keys, owners, query_terms, keep_n, config.k1)
@@ -259,7 +259,7 @@ async def test_stage_one_breaks_ties_byte_for_byte(redis: Redis, tenant: str) ->
     """Postings written directly, with created times from a tiny set so whole groups of
     memories tie on estimate and creation time, under keys whose byte order differs from
     any locale's collation."""
-    keys = naming.RedisKeys(tenant)
+    keys = RedisKeys(tenant)
     rng = random.Random(5)
     names = ["a", "B", "b", "Z", "é", "É", "ß", "z9", "Z10", "_x", "-y", "中文", "m"]
     for owner in ("user:t1", "user:t2"):
@@ -326,7 +326,7 @@ async def test_the_survey_reads_neighbours_of_conversation_turns_only(
             created_at=at + 60 * i,
             wait="applied" if i == len(lines) - 1 else "none",
         )
-    keys = naming.RedisKeys(client.tenant)
+    keys = RedisKeys(client.tenant)
     query = list(dict.fromkeys(terms("pottery studio")))  # every turn and the fact match
     config = RankingConfig()
     turns = await retrieve._survey(

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.eventually import eventually
 from zeromem import naming
 from zeromem.bus import connect_nats, open_shard_consumer, provision, shard_backlogs
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
+from zeromem.worker.messages import stream_position
 from zeromem.worker.pull import PullFeed
-from zeromem.worker.service import stream_position
 
 
 async def _publish(settings: Settings, tenant: str, owner: str, n: int) -> int:
@@ -53,10 +54,7 @@ async def test_a_new_tenure_gets_what_a_replaced_owner_fetched(isolated: Setting
     assert len(got) == 10 and positions == sorted(positions)
     await got[-1].ack()  # acks the new consumer's ten; the zombie's ack has nowhere to go
     await taken[-1].ack()
-    for _ in range(50):
-        if (await shard_backlogs(js, isolated.shards))[shard] == 0:
-            break
-    assert (await shard_backlogs(js, isolated.shards))[shard] == 0
+    await eventually(lambda: shard_backlogs(js, isolated.shards), lambda b: b[shard] == 0)
     await zombie.stop()
     await owner.stop()
     await nc.close()

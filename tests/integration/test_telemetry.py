@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from tests.eventually import eventually
 from tests.harness import ServiceSet
 from zeromem.auth.authority import Authority
 from zeromem.embedded import free_port
@@ -91,27 +92,20 @@ async def test_prometheus_endpoint_of_a_running_service_shows_the_token_metrics(
             await services.readers[0].stop()  # leave the subprocess as the only recall service
             services.readers.clear()
             # the subprocess says when it serves (its start takes seconds on a busy machine)
-            for _ in range(600):
-                try:
-                    await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/readyz")
-                    break
-                except OSError:  # not listening yet, or 503 (urllib raises HTTPError)
-                    await asyncio.sleep(0.1)
-            for _ in range(50):
-                try:
-                    await client.recall("alpha", owners=["user:u1"])
-                    break
-                except Exception:
-                    await asyncio.sleep(0.1)
-            body = ""
-            for _ in range(50):
-                try:
-                    body = await asyncio.to_thread(_get, f"http://127.0.0.1:{port}/metrics")
-                    if "zeromem_recall_tokens_injected" in body:
-                        break
-                except OSError:
-                    pass
-                await asyncio.sleep(0.1)
+            await eventually(
+                lambda: asyncio.to_thread(_get, f"http://127.0.0.1:{port}/readyz"),
+                retry_on=(OSError,),  # not listening yet, or 503 (urllib raises HTTPError)
+                timeout=60.0,
+                interval=0.1,
+            )
+            await eventually(
+                lambda: client.recall("alpha", owners=["user:u1"]), retry_on=(Exception,)
+            )
+            body = await eventually(
+                lambda: asyncio.to_thread(_get, f"http://127.0.0.1:{port}/metrics"),
+                lambda body: "zeromem_recall_tokens_injected" in body,
+                retry_on=(OSError,),
+            )
         assert "zeromem_recall_tokens_injected" in body
         assert "zeromem_recall_tokens_baseline" in body
         assert 'zeromem_tenant="acme"' in body

@@ -8,7 +8,6 @@ import asyncio
 import datetime
 import ipaddress
 import subprocess
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tests.eventually import eventually
 from zeromem.auth.authority import Authority
 from zeromem.bus import connect_nats, provision
 from zeromem.embedded import free_port
@@ -95,15 +95,9 @@ async def test_nats_over_tls_with_the_configured_ca(tmp_path: Path, authority: A
             auth_dir=str(authority.directory),
             nats_creds=str(authority.service_creds_path("admin")),
         )
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                nc = await connect_nats(settings, "tls-test")
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.1)
+        nc = await eventually(
+            lambda: connect_nats(settings, "tls-test"), retry_on=(Exception,), interval=0.1
+        )
         await provision(nc.jetstream(), settings)  # the JetStream API, over TLS
         await nc.close()
         as_agent = replace(settings, nats_creds="")  # an agent's credential, minted

@@ -3,11 +3,10 @@ shadow mode, which write on the side."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tests.eventually import eventually
 from zeromem.integrations.shadow import ShadowMode
 from zeromem.sdk import MemoryClient
 from zeromem.sdk.hooks import AutoMemory
@@ -19,16 +18,6 @@ async def call(tools: ToolDispatcher, name: str, args: dict[str, Any] | str) -> 
     parsed = json.loads(out)
     assert out == json.dumps(parsed, separators=(",", ":"), ensure_ascii=False)  # compact
     return parsed
-
-
-async def eventually(probe: Callable[[], Awaitable[Any]], within: float = 5.0) -> Any:
-    """Fire-and-forget writes land shortly after; poll until ``probe`` returns truthy."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        result = await probe()
-        if result or asyncio.get_running_loop().time() > deadline:
-            return result
-        await asyncio.sleep(0.05)
 
 
 async def test_every_tool_against_the_service(client: MemoryClient) -> None:

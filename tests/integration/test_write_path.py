@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.eventually import eventually
 from zeromem.sdk import MemoryClient
+from zeromem.store.keys import RedisKeys
 
 
 async def test_put_get_conflict_and_versions(client: MemoryClient) -> None:
@@ -45,11 +47,7 @@ async def test_append_without_a_name_generates_time_ordered_keys(client: MemoryC
     await client.flush()
     keys = [r.key for r in receipts]
     assert all(k.startswith("session:s1:") for k in keys) and keys == sorted(keys)
-    for _ in range(100):
-        page = await client.list("session:s1:")
-        if len(page.keys) == 5:
-            break
-        await asyncio.sleep(0.05)
+    page = await eventually(lambda: client.list("session:s1:"), lambda p: len(p.keys) == 5)
     assert list(page.keys) == keys
     assert [i.value for i in page.items] == [f"turn {i}" for i in range(5)]
 
@@ -75,7 +73,6 @@ async def test_list_is_paginated_in_key_order(client: MemoryClient) -> None:
 
 
 async def test_ttl_expires_and_leaves_no_index_entry(client: MemoryClient, running) -> None:
-    from zeromem import naming
     from zeromem.bus import connect_redis
 
     await client.put(
@@ -90,13 +87,13 @@ async def test_ttl_expires_and_leaves_no_index_entry(client: MemoryClient, runni
     assert (await client.get("session:s9:scratch")) is not None
     await asyncio.sleep(0.6)
     assert await client.get("session:s9:scratch") is None  # invisible at once
-    keys = naming.RedisKeys(client.tenant)
+    keys = RedisKeys(client.tenant)
     redis = connect_redis(running)
     try:
-        for _ in range(100):  # the reaper runs every 0.2 s in the tests
-            if await redis.zscore(keys.keys(), "session:s9:scratch") is None:
-                break
-            await asyncio.sleep(0.05)
+        # the reaper runs every 0.2 s in the tests
+        await eventually(
+            lambda: redis.zscore(keys.keys(), "session:s9:scratch"), lambda score: score is None
+        )
         owner = "session:s9"
         assert await redis.zscore(keys.keys(), "session:s9:scratch") is None
         assert await redis.zscore(keys.by_time(owner), "session:s9:scratch") is None

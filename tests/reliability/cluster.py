@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from zeromem import naming
 from zeromem.auth.authority import REDIS_ROLES, Authority
 from zeromem.auth.redis_acl import acl_file
 from zeromem.bus import connect_nats, connect_redis, provision
@@ -25,6 +24,7 @@ from zeromem.embedded import NatsServer, RedisServer
 from zeromem.embedded.nats_cluster import NatsCluster
 from zeromem.embedded.stack import settings_for_role
 from zeromem.settings import Settings
+from zeromem.store.keys import shard_lease_key
 
 REPO = Path(__file__).resolve().parents[2]  # where `python -m tests.reliability...` resolves
 
@@ -200,7 +200,7 @@ class Cluster:
 
     async def wait_leases(self, shards: list[int] | None = None, limit_s: float = 30.0) -> None:
         """Until every shard's lease is held by someone (a worker is consuming it)."""
-        keys = [naming.shard_lease_key(s) for s in (shards or range(self.settings.shards))]
+        keys = [shard_lease_key(s) for s in (shards or range(self.settings.shards))]
         redis = connect_redis(self.settings)
         try:
             deadline = time.monotonic() + limit_s

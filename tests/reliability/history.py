@@ -60,6 +60,7 @@ from zeromem.sdk.errors import (
     ServiceUnavailableError,
     WaitTimeoutError,
 )
+from zeromem.store.keys import RedisKeys
 
 _ITEM = msgspec.msgpack.Decoder(MemoryItem)
 
@@ -398,7 +399,7 @@ async def check(
     """Compare the history, the log and the final state. Call once every worker is idle."""
     report = Report(scenario, attempted=len(history.ops), conflicts=history.cas_conflicts)
     tenant = workload.tenant
-    rkeys = naming.RedisKeys(tenant)
+    rkeys = RedisKeys(tenant)
     ops = history.by_id()
     log = await read_log(nc, tenant)
 

@@ -9,10 +9,10 @@ import time
 
 from tests.reliability.cluster import Cluster, scale
 from tests.reliability.history import History, Report, cas_increment, summarize, wait_idle
-from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.schemas import Applied, decode_result
 from zeromem.sdk import MemoryClient
+from zeromem.store.keys import RedisKeys
 
 AGENTS = 32
 
@@ -60,10 +60,10 @@ async def test_32_agents_compare_and_set_one_counter(cluster: Cluster, tenant: s
         applied = 0
         for start in range(0, len(ids), 5000):
             raws = await redis.mget(
-                [naming.RedisKeys(tenant).command(c) for c in ids[start : start + 5000]]
+                [RedisKeys(tenant).command(c) for c in ids[start : start + 5000]]
             )
             applied += sum(1 for r in raws if r and isinstance(decode_result(r), Applied))
-        version = int(await redis.hget(naming.RedisKeys(tenant).item(key), "v") or 0)
+        version = int(await redis.hget(RedisKeys(tenant).item(key), "v") or 0)
     finally:
         await redis.aclose()
         await nc.close()

@@ -20,6 +20,7 @@ from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.ids import new_command_id
 from zeromem.schemas import DeadLetter, Put, encode, encode_batch
+from zeromem.store.keys import RedisKeys
 
 _pack = msgspec.msgpack.encode
 
@@ -231,7 +232,7 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
 
     redis = connect_redis(cluster.settings)
     try:
-        versions = [await redis.hget(naming.RedisKeys(tenant).item(k), "v") for k in valid_keys]
+        versions = [await redis.hget(RedisKeys(tenant).item(k), "v") for k in valid_keys]
     finally:
         await redis.aclose()
 

@@ -21,7 +21,7 @@ from zeromem.query.service import reader_from_subject
 from zeromem.schemas import GetRequest
 from zeromem.settings import Settings
 from zeromem.worker.intake import Invalid, admit
-from zeromem.worker.service import reply_allowed
+from zeromem.worker.outbox import reply_allowed
 
 
 @pytest.fixture

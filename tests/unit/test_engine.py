@@ -18,7 +18,9 @@ from zeromem.schemas import (
     Put,
     Rejected,
 )
-from zeromem.worker.engine import TOMBSTONE, Analysis, Engine, KeyState, posting_score, posting_tf
+from zeromem.store.items import KeyState
+from zeromem.store.postings import posting_score, posting_tf
+from zeromem.worker.engine import TOMBSTONE, Analysis, Engine
 from zeromem.worker.merge_patch import merge_patch
 
 

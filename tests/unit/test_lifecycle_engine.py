@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from zeromem.schemas import Applied, Archive, Forget, Put, Rejected, Restore, Touch
-from zeromem.worker.engine import ARCHIVE, TOMBSTONE, WRITE, Analysis, Engine, KeyState
+from zeromem.store.items import KeyState
+from zeromem.worker.engine import ARCHIVE, TOMBSTONE, WRITE, Analysis, Engine
 
 
 def analyse(item):  # type: ignore[no-untyped-def]

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, Card, card_of, decode_card
-from zeromem.recall.tokens import count_tokens, token_counter
 from zeromem.schemas import (
     Archive,
     Delete,
@@ -18,7 +16,11 @@ from zeromem.schemas import (
     Restore,
     Touch,
 )
-from zeromem.worker.engine import Analysis, Engine, KeyState
+from zeromem.store.card import Card, card_of, decode_card
+from zeromem.store.items import KeyState
+from zeromem.store.keys import CARD_COMMAND_FIELD, CARD_FIELD
+from zeromem.store.tokens import count_tokens, token_counter
+from zeromem.worker.engine import Analysis, Engine
 
 ITEM_KEY = "zm:acme:m:user:u1:plan"
 

@@ -29,7 +29,7 @@ from zeromem.recall.ranking import (
     ScoredCandidate,
     score_candidates,
 )
-from zeromem.recall.tokens import count_tokens, token_counter
+from zeromem.store.tokens import count_tokens, token_counter
 
 COUNT = token_counter("cl100k_base")
 DAY = 86_400.0

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zeromem.recall.text import (
+from zeromem.store.text import (
     INDEX_TEXT_MAX_CHARS,
     MAX_TERM_CHARS,
     SPEAKER_FIELD,

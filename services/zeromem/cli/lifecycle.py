@@ -235,7 +235,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from zeromem.lifecycle.rebuild import rebuild
+    from zeromem.worker.rebuild import rebuild
 
     what = f"tenant {args.tenant}" if args.tenant else "every tenant"
     if not args.yes:

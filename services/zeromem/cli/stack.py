@@ -33,6 +33,7 @@ from zeromem.embedded import EmbeddedStack
 from zeromem.embedded.children import die_with_parent
 from zeromem.embedded.stack import StackLockedError, settings_for_role
 from zeromem.settings import Settings
+from zeromem.store.keys import shard_lease_key
 
 # How long `up` waits for its children to hold every shard and answer reads. On this
 # 2-core machine they import and connect in 2-4 s; a loaded one may take several times that.
@@ -61,7 +62,7 @@ async def _ready(settings: Settings, children: list[subprocess.Popen[bytes]], st
     ready, else what is missing. ``settings`` are the admin's."""
     nc = await connect_nats(settings, name="zeromem-up-ready")
     redis = connect_redis(settings)
-    leases = [naming.shard_lease_key(s) for s in range(settings.shards)]
+    leases = [shard_lease_key(s) for s in range(settings.shards)]
     # An empty request is refused by the read service's admission ('bad_request'): an
     # answer that proves it listens, without a read in anyone's audit trail.
     probes = [naming.query_subject("default", "zeromem-up", kind) for kind in ("get", "recall")]

@@ -9,12 +9,13 @@ from rich.console import Console
 from rich.table import Table
 
 from zeromem.schemas import RecallReply, UsageRow
+from zeromem.store.usage import usage_totals
 
 
 def print_recall(reply: RecallReply, explain: bool, console: Console | None = None) -> None:
     console = console or Console()
     console.print(reply.context.rstrip() or "(nothing recalled)", markup=False, highlight=False)
-    from zeromem.recall.tokens import DEFAULT_ENCODING, token_counter
+    from zeromem.store.tokens import DEFAULT_ENCODING, token_counter
 
     estimate = " (estimated)" if reply.baseline_estimated else ""
     # Content against content, as `zeromem stats` counts (the baseline is content only).
@@ -53,19 +54,6 @@ def print_recall(reply: RecallReply, explain: bool, console: Console | None = No
             style=style,
         )
     console.print(table)
-
-
-def usage_totals(rows: Sequence[UsageRow]) -> dict[str, dict[str, int]]:
-    totals: dict[str, dict[str, int]] = {}
-    for row in rows:
-        t = totals.setdefault(
-            row.agent, dict.fromkeys(("recalls", "injected", "baseline", "history"), 0)
-        )
-        t["recalls"] += row.recalls
-        t["injected"] += row.injected
-        t["baseline"] += row.baseline
-        t["history"] += row.history
-    return totals
 
 
 def usage_series(rows: Sequence[UsageRow]) -> tuple[list[float], dict[str, list[int]]]:

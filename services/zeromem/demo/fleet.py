@@ -29,9 +29,9 @@ from rich.table import Table
 from zeromem.embedded import EmbeddedStack
 from zeromem.embedded.inprocess import InProcessServices
 from zeromem.encoding import default_encoder
-from zeromem.recall.tokens import count_tokens
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
+from zeromem.store.tokens import count_tokens
 from zeromem.telemetry import Telemetry
 from zeromem.telemetry.reading import metric_points
 

@@ -20,6 +20,7 @@ from zeromem.bus import shard_backlogs
 from zeromem.inspect.tail import StreamTail
 from zeromem.lifecycle.redact import Redactor
 from zeromem.schemas import DeadLetter, decode
+from zeromem.store.keys import TENANTS_KEY, shard_lease_key, shard_sequence_key
 
 RAW_PREVIEW_CHARS = 300  # of a dead letter's raw bytes, shown (redacted) next to its reason
 
@@ -27,7 +28,7 @@ RAW_PREVIEW_CHARS = 300  # of a dead letter's raw bytes, shown (redacted) next t
 async def tenants_page(redis: Redis, cursor: str, limit: int) -> dict[str, Any]:
     """A page of the tenants the workers have seen (an SSCAN page: unordered, and its size
     only about ``limit``; the page sorts what it got)."""
-    position, found = await redis.sscan(naming.TENANTS_KEY, int(cursor or 0), count=limit)
+    position, found = await redis.sscan(TENANTS_KEY, int(cursor or 0), count=limit)
     return {
         "tenants": sorted(t.decode() for t in found),
         "next_cursor": str(position) if position else "",
@@ -49,9 +50,9 @@ async def shards(nc: NatsClient, redis: Redis | None, count: int) -> dict[str, A
     if redis is not None:
         async with redis.pipeline(transaction=False) as pipe:
             for shard in range(count):
-                pipe.get(naming.shard_lease_key(shard))
-                pipe.pttl(naming.shard_lease_key(shard))
-            pipe.hgetall(naming.shard_sequence_key())
+                pipe.get(shard_lease_key(shard))
+                pipe.pttl(shard_lease_key(shard))
+            pipe.hgetall(shard_sequence_key())
             *leases, applied = await pipe.execute()
     rows = []
     for shard in range(count):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from zeromem.cli.views import usage_totals
 from zeromem.schemas import UsageRow
 from zeromem.sdk.client import MemoryClient
+from zeromem.store.usage import usage_totals
 
 # period name -> (seconds, bucket seconds): about 60 to 170 points a chart
 PERIODS: dict[str, tuple[int, int]] = {

@@ -89,9 +89,9 @@ from langgraph.store.base import (
 )
 
 from zeromem.recall.ranking import bm25
-from zeromem.recall.text import terms
 from zeromem.schemas import MemoryItem, MemoryKey, MemoryType
 from zeromem.sdk.client import MemoryClient, Wait
+from zeromem.store.text import terms
 
 try:  # newer langgraph validates the labels of ops handed straight to batch()
     from langgraph.store.base import validate_op_namespace as _validate_op

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zeromem.encoding import Encoder, default_encoder
-from zeromem.recall.tokens import count_tokens
 from zeromem.schemas import CONTENT_MAX_CHARS, MemoryType
 from zeromem.sdk.client import MemoryClient, Wait
 from zeromem.sdk.hooks import AutoMemory
+from zeromem.store.tokens import count_tokens
 
 Message = dict[str, Any]
 # Per-message framing (role, separators) in chat formats, as OpenAI's token-counting

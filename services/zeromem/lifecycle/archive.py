@@ -3,8 +3,9 @@
 Archiving goes through the command log like every other change (one ``archive`` command
 per owner, applied by the owner's shard in order with its other commands), so a rebuild
 reproduces it. The owners of a tenant are found in its keys index without reading it
-whole: a Lua script walks it owner by owner (ZRANGEBYLEX jumps past each owner's keys)
-and keeps the owners whose oldest memory is older than the cutoff.
+whole: a Lua script (``store/archive_owners.lua``) walks it owner by owner (ZRANGEBYLEX
+jumps past each owner's keys) and keeps the owners whose oldest memory is older than the
+cutoff.
 """
 
 from __future__ import annotations
@@ -18,28 +19,10 @@ from zeromem import naming
 from zeromem.ids import new_command_id
 from zeromem.schemas import Archive, encode
 from zeromem.settings import Settings
+from zeromem.store import scripts
+from zeromem.store.keys import TENANTS_KEY, RedisKeys
 
 ARCHIVER_AGENT = "zeromem-archiver"
-
-# ARGV: keys zset, by-time key template (owner in place of '%OWNER%'), start (lex bound),
-# cutoff, max owners to visit. Returns {next start or '', owner, owner, ...}: the owners
-# visited whose oldest memory was updated before the cutoff.
-_OWNERS_LUA = """
-local start = ARGV[3]
-local cutoff = tonumber(ARGV[4])
-local out = {''}
-for _ = 1, tonumber(ARGV[5]) do
-  local first = redis.call('ZRANGEBYLEX', ARGV[1], start, '+', 'LIMIT', 0, 1)[1]
-  if not first then return out end
-  local ns, id = string.match(first, '^([^:]+):([^:]+)')
-  local owner = ns .. ':' .. id
-  local oldest = redis.call('ZRANGE', string.gsub(ARGV[2], '%%OWNER%%', owner), 0, 0, 'WITHSCORES')
-  if oldest[2] and tonumber(oldest[2]) < cutoff then out[#out + 1] = owner end
-  start = '(' .. owner .. ';'  -- ';' sorts right after ':': past every key of this owner
-  out[1] = start
-end
-return out
-"""
 
 
 async def owners_to_archive(
@@ -47,11 +30,13 @@ async def owners_to_archive(
 ) -> AsyncIterator[str]:
     """The tenant's owners (starting with ``prefix``, e.g. ``task:``) holding memories
     last updated before ``cutoff``."""
-    keys = naming.RedisKeys(tenant)
+    keys = RedisKeys(tenant)
     template = keys.by_time("%OWNER%")
     start = "[" + prefix if prefix else "-"
     while True:
-        reply = await redis.eval(_OWNERS_LUA, 0, keys.keys(), template, start, repr(cutoff), page)
+        reply = await scripts.ARCHIVE_OWNERS(
+            redis, [keys.keys()], [template, start, repr(cutoff), page]
+        )
         nxt = reply[0].decode()
         for owner in reply[1:]:
             owner = owner.decode()
@@ -108,7 +93,7 @@ async def schedule_archive(
     """Publish an archive command for every owner (of ``shards`` only, when given) with
     memories older than ``cutoff``; the number published."""
     if tenants is None:
-        tenants = sorted(t.decode() for t in await redis.smembers(naming.TENANTS_KEY))
+        tenants = sorted(t.decode() for t in await redis.smembers(TENANTS_KEY))
     sent = 0
     for tenant in tenants:
         async for owner in owners_to_archive(redis, tenant, cutoff):

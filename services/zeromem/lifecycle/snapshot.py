@@ -12,16 +12,19 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from zeromem import naming
+from zeromem.store.keys import (
+    derived_from_log,
+    scope_pattern,
+    shard_sequence_key,
+)
 
 
 async def snapshot(redis: Redis, tenant: str | None = None) -> dict[str, Any]:
-    pattern = naming.RedisKeys(tenant).tenant_pattern() if tenant else "zm:*"
-    lease_prefix = naming.shard_lease_key(0).rsplit(":", 1)[0] + ":"
+    pattern = scope_pattern(tenant)
     names = sorted({raw async for raw in redis.scan_iter(match=pattern, count=5000)})
-    names = [n for n in names if not n.decode().startswith(lease_prefix) and b":usage:" not in n]
+    names = [n for n in names if derived_from_log(n.decode())]
     if tenant is None:
-        names += [k.encode() for k in (naming.shard_sequence_key(),) if await redis.exists(k)]
+        names += [k.encode() for k in (shard_sequence_key(),) if await redis.exists(k)]
     out: dict[str, Any] = {}
     for start in range(0, len(names), 1000):
         chunk = names[start : start + 1000]

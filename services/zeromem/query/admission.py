@@ -13,17 +13,20 @@ import time
 from typing import Any, TypeVar
 
 import msgspec
+from faststream.nats import NatsResponse
 
 from zeromem import naming
 from zeromem.limits import Limits, refusal
 from zeromem.schemas import (
     ArchivedRequest,
+    ErrorReply,
     GetRequest,
     ListRequest,
     OwnersRequest,
     RecallRequest,
     StatsRequest,
     decode,
+    encode,
 )
 from zeromem.shape import agent_refusal, finite_refusal, shape_refusal
 
@@ -174,3 +177,11 @@ _CHECKS: dict[type, Any] = {
     OwnersRequest: _owners,
     ArchivedRequest: _archived,
 }
+
+
+def error_response(code: str, message: str) -> NatsResponse:
+    """A refusal or failure as the FastStream handlers answer it: an ``ErrorReply`` with
+    its code in a header too."""
+    return NatsResponse(
+        encode(ErrorReply(error=message, code=code)), headers={naming.ERROR_HEADER: code}
+    )

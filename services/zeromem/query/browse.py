@@ -12,16 +12,15 @@ of one owner's archive hash.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from importlib import resources
 from typing import Any
 
 import msgspec
 from faststream.nats import NatsBroker, NatsMessage, NatsResponse
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
 
 from zeromem import naming
 from zeromem.lifecycle.reads import ReadRecorder
+from zeromem.query.admission import error_response
 from zeromem.schemas import (
     ArchivedReply,
     ArchivedRequest,
@@ -32,8 +31,9 @@ from zeromem.schemas import (
     OwnerSummary,
     encode,
 )
+from zeromem.store import scripts
+from zeromem.store.keys import RedisKeys
 
-_OWNERS_LUA = resources.files("zeromem.query").joinpath("owners.lua").read_text()
 _ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
 _AFTER_OWNER = ";"  # the byte after ':', which no owner id holds (see owners.lua)
 
@@ -41,15 +41,14 @@ _AFTER_OWNER = ";"  # the byte after ':', which no owner id holds (see owners.lu
 class OwnerBrowser:
     def __init__(self, redis: Redis) -> None:
         self.redis = redis
-        self._owners_sha = ""
 
     async def owners(self, tenant: str, prefix: str, cursor: str, limit: int) -> OwnersReply:
         """A page of owners whose ``namespace:owner_id`` starts with ``prefix``, after
         ``cursor`` (the last owner of the previous page), with live and archived counts."""
-        keys = naming.RedisKeys(tenant)
+        keys = RedisKeys(tenant)
         start = b"[" + (cursor + _AFTER_OWNER if cursor else prefix).encode()
         end = b"[" + prefix.encode() + b"\xff" if prefix else b"+"
-        flat = await self._run_owners(keys.keys(), start, end, limit)
+        flat = await scripts.OWNERS(self.redis, [keys.keys()], [start, end, limit])
         more, pairs = flat[0], flat[1:]
         names = [pairs[i].decode() for i in range(0, len(pairs), 2)]
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -62,24 +61,12 @@ class OwnerBrowser:
         )
         return OwnersReply(owners=owners, next_cursor=names[-1] if more and names else "")
 
-    async def _run_owners(self, *args: object) -> list[bytes]:
-        # EVALSHA_RO, not EVALSHA: Redis checks a script's keys as written to unless it is
-        # run read-only, and the read services' user may only read them (``redis_acl``).
-        for _ in range(2):
-            if not self._owners_sha:
-                self._owners_sha = await self.redis.script_load(_OWNERS_LUA)
-            try:
-                return await self.redis.evalsha_ro(self._owners_sha, 1, *args)  # type: ignore[no-any-return]
-            except NoScriptError:  # the server restarted, or flushed its scripts
-                self._owners_sha = ""
-        raise NoScriptError("the owners script could not be loaded")
-
     async def archived(
         self, tenant: str, owner: str, key: str, cursor: str, limit: int
     ) -> ArchivedReply:
         """One archived memory (``key``), or a page of the owner's archive tier. HSCAN
         pages are approximate in size (Redis's COUNT is a hint) and unordered."""
-        archive = naming.RedisKeys(tenant).archive(owner)
+        archive = RedisKeys(tenant).archive(owner)
         if key:
             raw = await self.redis.hget(archive, key)
             return ArchivedReply(items=(_ITEM_DECODER.decode(raw),) if raw else ())
@@ -140,6 +127,4 @@ def register_browse_handlers(
 
 
 def _bad_request(message: str) -> NatsResponse:
-    from zeromem.query.service import error_response
-
     return error_response("bad_request", message)

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import msgspec
 from redis.asyncio import Redis
 
-from zeromem import naming
 from zeromem.schemas import ListReply, MemoryItem
-from zeromem.worker.store import ITEM_FIELDS, decode_item_hash
+from zeromem.store.items import ITEM_FIELDS, decode_item_hash
+from zeromem.store.keys import RedisKeys
 
 
 def live_item(fields: Sequence[bytes | None], now: float) -> MemoryItem | None:
@@ -26,7 +26,7 @@ def live_item(fields: Sequence[bytes | None], now: float) -> MemoryItem | None:
 
 
 async def get_items(redis: Redis, tenant: str, keys: Sequence[str]) -> list[MemoryItem | None]:
-    rkeys = naming.RedisKeys(tenant)
+    rkeys = RedisKeys(tenant)
     now = time.time()
     async with redis.pipeline(transaction=False) as pipe:
         for key in keys:
@@ -39,7 +39,7 @@ async def list_keys(
     redis: Redis, tenant: str, prefix: str, cursor: str, limit: int, with_items: bool
 ) -> ListReply:
     """One page of live keys starting with ``prefix``, after ``cursor``, in key order."""
-    rkeys = naming.RedisKeys(tenant)
+    rkeys = RedisKeys(tenant)
     start = b"(" + cursor.encode() if cursor else b"[" + prefix.encode()
     end = b"[" + prefix.encode() + b"\xff"
     raw = await redis.zrangebylex(rkeys.keys(), start, end, start=0, num=limit + 1)

@@ -26,6 +26,7 @@ from zeromem.logs import BoundedLog
 from zeromem.query.admission import (
     Refused,
     admit_request,
+    error_response,
     reader_from_subject,  # noqa: F401 - part of this module's API (tests import it here)
     stats_window,
     tenant_of_query_subject,
@@ -35,9 +36,7 @@ from zeromem.query.gate import TenantGate
 from zeromem.query.info import register_info_handler
 from zeromem.query.reads import get_items, list_keys
 from zeromem.recall.service import RecallService
-from zeromem.recall.usage import TooManyRows, read_usage
 from zeromem.schemas import (
-    ErrorReply,
     GetReply,
     GetRequest,
     ListRequest,
@@ -48,17 +47,12 @@ from zeromem.schemas import (
     encode,
 )
 from zeromem.settings import Settings
+from zeromem.store.usage import TooManyRows, read_usage
 from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 _log = BoundedLog(log, Limits().log_interval_s)
 T = TypeVar("T")
-
-
-def error_response(code: str, message: str) -> NatsResponse:
-    return NatsResponse(
-        encode(ErrorReply(error=message, code=code)), headers={naming.ERROR_HEADER: code}
-    )
 
 
 # Handlers running at once per subscription: enough that the requests one tenant may
@@ -167,7 +161,7 @@ def register_stats_handler(
     gate: TenantGate | None = None,
 ) -> RecallService:
     """The stats query; returns the recall service whose usage ledger it reads (the recall
-    subject itself is answered by ``recall.responder``, off FastStream, for latency)."""
+    subject itself is answered by ``query.recall_responder``, off FastStream, for latency)."""
     settings = Settings.from_env()
     limits = gate.limits if gate is not None else settings.limits
     gate = gate or TenantGate(limits)

@@ -1,13 +1,15 @@
-"""The pure core of recall: no I/O, no Redis, no NATS.
+"""Recall: the read service that picks memories for a query and packs them into a budget.
 
-- ``text``: the term analyser, shared by the workers (indexing at write time) and recall
-  (analysing the query), so both sides always agree on what a term is.
-- ``tokens``: exact, offline token counts (tiktoken with bundled ranks).
-- ``ranking``: BM25 relevance x time decay x feedback weight, and request strategies.
+- ``ranking``: BM25 relevance x time decay x feedback weight, and request strategies;
 - ``packing``: greedy fitting of ranked memories (and their references) into a token
-  budget, and the context block that gets injected into a prompt.
-- ``card``: the compact record of a memory that the workers write for recall to read.
+  budget, and the context block that gets injected into a prompt;
+- ``dates``: the date range a query names;
+  (those three are pure: no I/O)
+- ``retrieve``: candidates read from the indexes the workers keep (Redis);
+- ``archived``: candidates from the archive tier (``include_archived``);
+- ``service`` and ``responder``: the request handling over NATS.
 
-Submodules are imported explicitly; this package imports nothing so that loading one
-piece (say the analyser in a worker) never pays for tiktoken.
+The analyser, token counting, recall cards and the usage ledger are shared with the write
+path and live in ``zeromem.store``. Submodules are imported explicitly; this package
+imports nothing, so that loading one piece never pays for tiktoken.
 """

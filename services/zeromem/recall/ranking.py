@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, fields, replace
 from itertools import compress
 from typing import Any, ClassVar, overload
 
-from zeromem.recall.text import SPEAKER_FIELD
 from zeromem.schemas.memory import MemoryType
+from zeromem.store.text import SPEAKER_FIELD
 
 DAY_S = 86_400.0
 DEFAULT_HALF_LIFE_S = 30 * DAY_S

@@ -6,7 +6,7 @@ A recall never scans an owner's memories. It reads, per owner in scope:
   which give BM25 its corpus numbers and the baseline (what injecting every memory that
   passes the filters would cost) without touching a single memory;
 - the postings of each query term. A term's postings are ordered by term frequency, then
-  creation time (see ``worker.engine.posting_score``), so a rare term is read whole and a
+  creation time (see ``store.postings.posting_score``), so a rare term is read whole and a
   very common one only up to ``postings_limit`` best postings;
 - the most recent memories, so an empty or unmatched query still recalls something;
 - when the scope filters by type, tag, time or key prefix and the filtered set is small,
@@ -14,14 +14,13 @@ A recall never scans an owner's memories. It reads, per owner in scope:
 
 The candidates are then scored in two stages: cheaply on posting data alone, then exactly
 (with the memory's recall card: feedback, type, tags, update time) for the best of them.
-Without a filter, all of it up to stage two is one script call (``_SURVEY_LUA``): stage
+Without a filter, all of it up to stage two is one script call (``recall_survey.lua``): stage
 one runs next to the postings, so only the memories stage two needs cross the network,
 and they come in the same round trip.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -30,15 +29,23 @@ from typing import Any
 
 import msgspec
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ResponseError
 
-from zeromem import naming
-from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, Card, card_of, decode_card
 from zeromem.recall.ranking import CandidateFeatures, CorpusStats, RankingConfig, idf
-from zeromem.recall.text import is_field_term
-from zeromem.recall.tokens import count_tokens
 from zeromem.schemas import MemoryItem, MemoryType, RecallScope, owner_of
-from zeromem.worker.engine import POSTING_TF_SCALE, posting_tf
+from zeromem.store import scripts
+from zeromem.store.card import Card, card_of, decode_card
+from zeromem.store.keys import (
+    STAT_LENGTH,
+    STAT_MEMORIES,
+    STAT_TOKENS,
+    RedisKeys,
+    stat_tokens_of_type,
+    token_field,
+)
+from zeromem.store.postings import POSTING_TF_SCALE, posting_tf
+from zeromem.store.text import is_field_term
+from zeromem.store.tokens import DEFAULT_ENCODING, count_tokens
 
 POSTINGS_LIMIT = 200  # postings read per (owner, term) at most
 RECENT_LIMIT = 20  # most recent memories per owner always considered
@@ -118,7 +125,7 @@ async def gather(
     date_range: tuple[float, float] | None = None,
 ) -> Gathered:
     now = time.time() if now is None else now
-    keys = naming.RedisKeys(tenant)
+    keys = RedisKeys(tenant)
     keep_n = max(STAGE_TWO_MIN, 8 * k)
     if not filters.any:
         # The common case in one round trip: statistics, stage one, and stage two's memories,
@@ -223,8 +230,8 @@ def _corpus(
     owner_stats: list[dict[str, int]],
     df_by_owner_term: dict[tuple[str, str], int],
 ) -> tuple[CorpusStats, dict[str, int], int]:
-    n_docs = sum(s.get("n", 0) for s in owner_stats)
-    total_len = sum(s.get("len", 0) for s in owner_stats)
+    n_docs = sum(s.get(STAT_MEMORIES, 0) for s in owner_stats)
+    total_len = sum(s.get(STAT_LENGTH, 0) for s in owner_stats)
     df = {t: sum(df_by_owner_term[(o, t)] for o in owners) for t in query_terms}
     return (
         CorpusStats(n_docs=n_docs, avg_len=total_len / n_docs if n_docs else 0.0, df=df),
@@ -235,7 +242,7 @@ def _corpus(
 
 async def _finish(
     redis: Redis,
-    keys: naming.RedisKeys,
+    keys: RedisKeys,
     owners: Sequence[str],
     filters: Filters,
     chosen: int,
@@ -299,21 +306,6 @@ def _term_factor(term: str, config: RankingConfig) -> float:
     return config.speaker_weight if is_field_term(term) else 1.0
 
 
-class _Script:
-    """A Lua script called by its digest, loaded on first use (and again after a restart
-    or a SCRIPT FLUSH): its source, a few kilobytes, is not sent with every recall."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.sha = hashlib.sha1(source.encode()).hexdigest()
-
-    async def __call__(self, redis: Redis, args: Sequence[object]) -> Any:
-        try:
-            return await redis.evalsha(self.sha, 0, *args)
-        except NoScriptError:
-            return await redis.eval(self.source, 0, *args)
-
-
 @dataclass(slots=True)
 class Survey:
     """What the survey script found: the owners' statistics, each (owner, term)'s document
@@ -332,7 +324,7 @@ class Survey:
 
 async def _survey(
     redis: Redis,
-    keys: naming.RedisKeys,
+    keys: RedisKeys,
     owners: Sequence[str],
     terms: Sequence[str],
     keep_n: int,
@@ -350,7 +342,7 @@ async def _survey(
         repr(config.k1),
         repr(POSTING_TF_SCALE),
         "1" if explain else "0",
-        f"tk:{encoding}",
+        token_field(encoding),
         keys.item(""),
         len(owners),
         len(terms),
@@ -360,13 +352,14 @@ async def _survey(
         high,
         DATED_LIMIT,
     ]
-    args += [keys.owner_stats(owner) for owner in owners]
-    args += [keys.by_time(owner) for owner in owners]
-    args += [keys.by_term(owner, term) for owner in owners for term in terms]
     args += [repr(_term_factor(term, config)) for term in terms]
     args += list(owners)
-    args += [keys.by_type(owner, MemoryType.MESSAGE.value) for owner in owners]
-    stats_raw, dfs, rows, tf_flat, cut_flat, chosen, near = await _SURVEY(redis, args)
+    rkeys = [keys.owner_stats(owner) for owner in owners]
+    rkeys += [keys.by_time(owner) for owner in owners]
+    rkeys += [keys.by_term(owner, term) for owner in owners for term in terms]
+    rkeys += [keys.by_type(owner, MemoryType.MESSAGE.value) for owner in owners]
+    survey = await scripts.RECALL_SURVEY(redis, rkeys, args)
+    stats_raw, dfs, rows, tf_flat, cut_flat, chosen, near = survey
     owner_stats = [
         {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)} for flat in stats_raw
     ]
@@ -404,7 +397,7 @@ async def _survey(
 
 async def _from_filtered_set(
     redis: Redis,
-    keys: naming.RedisKeys,
+    keys: RedisKeys,
     owners: Sequence[str],
     filters: Filters,
     posting_plan: list[tuple[str, str]],
@@ -436,7 +429,7 @@ async def _from_filtered_set(
 
 async def _term_frequencies(
     redis: Redis,
-    keys: naming.RedisKeys,
+    keys: RedisKeys,
     posting_plan: list[tuple[str, str]],
     members: list[str],
     tf: dict[str, dict[str, int]],
@@ -461,25 +454,27 @@ async def fetch_items(
     redis: Redis, tenant: str, keys_: Iterable[str], encoding: str, now: float
 ) -> dict[str, Card]:
     """The recall cards of the live memories among ``keys_``."""
-    keys = naming.RedisKeys(tenant)
+    keys = RedisKeys(tenant)
     rows = await _fetch_rows(redis, keys, keys_, encoding)
     read = await _decode_rows(redis, keys, rows, encoding, now)
     return {key: entry[0] for key, entry in read.items()}
 
 
 async def _fetch_rows(
-    redis: Redis, keys: naming.RedisKeys, keys_: Iterable[str], encoding: str
+    redis: Redis, keys: RedisKeys, keys_: Iterable[str], encoding: str
 ) -> list[Any]:
-    return await _FETCH(redis, [f"tk:{encoding}", keys.item(""), *keys_])  # type: ignore[no-any-return]
+    members = list(keys_)
+    rkeys = [keys.item(key) for key in members]
+    return await scripts.RECALL_FETCH(redis, rkeys, [token_field(encoding), *members])  # type: ignore[no-any-return]
 
 
 _Read = tuple[Card, int, int, int, int, int]  # card, liked, disliked, important, tokens, length
 
 
 async def _decode_rows(
-    redis: Redis, keys: naming.RedisKeys, rows: list[Any], encoding: str, now: float
+    redis: Redis, keys: RedisKeys, rows: list[Any], encoding: str, now: float
 ) -> dict[str, _Read]:
-    """Live memories from the scripts' rows (see ``_READ_LUA``), with their feedback,
+    """Live memories from the scripts' rows (see ``store/recall_read.lua``), with their feedback,
     their token count in ``encoding`` and their document length. A count missing for
     this encoding is computed and cached."""
     out: dict[str, _Read] = {}
@@ -514,12 +509,12 @@ async def _decode_rows(
             tokens = int(tk)
         out[key] = (card, liked, disliked, important, tokens, int(dl) if dl else 0)
     if missing:
-        token_field = f"tk:{encoding}"
+        cached_field = token_field(encoding)
         try:
             async with redis.pipeline(transaction=False) as pipe:
                 for key, count in missing:
                     # only while the memory exists: never resurrect a hash the reaper removed
-                    pipe.eval(_CACHE_TOKENS_LUA, 1, keys.item(key), token_field, count)
+                    scripts.CACHE_TOKENS.queue(pipe, [keys.item(key)], [cached_field, count])
                 await pipe.execute()
         except ResponseError as exc:
             # A read service's Redis user may not write memories (docs/security.md): the
@@ -529,377 +524,14 @@ async def _decode_rows(
     return out
 
 
-# Reads one memory for stage two into ``out``, as _ROW values: the key, 1 if the blob is
-# its recall card (0: the memory whole, when no card matches its last write), the blob,
-# the feedback counts, the cached token count, the document length. A tombstone or a
-# missing hash adds nothing.
-_ROW = 8
-_READ_LUA = """
-local function read(out, prefix, member, token_field)
-  local key = prefix .. member
-  local h = redis.call('HMGET', key, '@CARD@', '@CARD_COMMAND@', 'lc', 'fl', 'fd', 'fi',
-                       token_field, 'dl')
-  local from_card, blob = 1, h[1]
-  if not blob or not h[2] or h[2] ~= h[3] then
-    from_card, blob = 0, redis.call('HGET', key, 'd')
-  end
-  if not blob or blob == '' then
-    return
-  end
-  local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = member, from_card, blob, h[4]
-  out[n + 5], out[n + 6], out[n + 7], out[n + 8] = h[5], h[6], h[7], h[8]
-end
-""".replace("@CARD@", CARD_FIELD).replace("@CARD_COMMAND@", CARD_COMMAND_FIELD)
-
-# ARGV: postings limit, recent limit, stage-two size, k1, the posting score's tf scale,
-# explain ('1'/'0'), token field, item key prefix, owners n, terms m, neighbour expansion
-# (how many of the best stage-one candidates get their time-neighbours read), neighbour
-# gap (seconds), date range low and high ('' for none), dated limit, then n owner-stats
-# keys, n time index keys, n*m term keys (owner-major), m term factors (a term's weight is
-# multiplied by its factor: the speaker weight for a speaker term), n owners, n keys of the
-# owners' conversation turns (their type set of ``message`` memories).
-#
-# The memories of the query's date range (at most the dated limit per owner, from the
-# time index) join the recent ones: always scored. The neighbours of a conversation turn
-# are the turns just before and after it in its owner's time index, within the gap; they
-# are read for stage two too, and reported as pairs. Only turns are expanded (ranking
-# shares scores between turns only): reading the neighbours of every candidate of an
-# owner of facts doubled the memories stage two read (60 -> 107 per recall at 10k in
-# scope) and put recall's p50 at 10k over its 3 ms target (bench/recall_latency.py).
-#
-# Stage one estimates every posting's memory with BM25 at the average document length
-# (sum over the query terms of idf * (k1 + 1) * tf / (tf + k1)), and keeps the best
-# (ties: the most recently created, then the greater key byte for byte) and every recent
-# memory. Term frequencies the best postings did not carry are looked up for the recent
-# memories (they are always scored). Estimates add up in the order of the query terms, and
-# a memory's term frequencies are reported in the order they were found: the order
-# ranking then sums them in, so the same data always gives the same doubles.
-#
-# Returns {owner stats (flat HGETALL per owner), df per (owner, term), the chosen memories'
-# rows (see read), their query-term frequencies (key, {term index, tf, ...}), the cut
-# memories with their estimates when explaining (key, '%.17g'), the number chosen,
-# neighbour pairs (key, neighbour key, ...)}.
-_SURVEY_LUA = (
-    _READ_LUA
-    + """
-local call, tonumber, floor = redis.call, tonumber, math.floor
-local limit, nrecent, keep = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local k1, scale, explain = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6] == '1'
-local token_field, prefix = ARGV[7], ARGV[8]
-local n, m = tonumber(ARGV[9]), tonumber(ARGV[10])
-local expand, gap = tonumber(ARGV[11]), tonumber(ARGV[12])
-local date_low, date_high, dated = ARGV[13], ARGV[14], tonumber(ARGV[15])
-local base = 15
-local factor_at = base + 2 * n + n * m
-local owner_at = factor_at + m
-local turns_at = owner_at + n
-
-local stats, dfs, recents, turns = {}, {}, {}, {}
-local n_docs = 0
-for o = 1, n do
-  local flat = call('HGETALL', ARGV[base + o])
-  stats[o] = flat
-  for i = 1, #flat, 2 do
-    if flat[i] == 'n' then n_docs = n_docs + tonumber(flat[i + 1]) end
-  end
-  turns[o] = call('SCARD', ARGV[turns_at + o])
-  recents[o] = call('ZREVRANGE', ARGV[base + n + o], 0, nrecent - 1)
-  if date_low ~= '' then
-    local owned = recents[o]
-    local seen = {}
-    for _, member in ipairs(owned) do seen[member] = true end
-    for _, member in ipairs(call('ZRANGEBYSCORE', ARGV[base + n + o], date_low,
-                                 '(' .. date_high, 'LIMIT', 0, dated)) do
-      if not seen[member] then owned[#owned + 1] = member end
-    end
-  end
-end
-local df = {}
-for t = 1, m do df[t] = 0 end
-for o = 1, n do
-  for t = 1, m do
-    local i = (o - 1) * m + t
-    dfs[i] = call('ZCARD', ARGV[base + 2 * n + i])
-    df[t] = df[t] + dfs[i]
-  end
-end
--- BM25's idf as ranking.idf computes it, times (k1 + 1)
-local docs = math.max(n_docs, 0)
-local weight = {}
-for t = 1, m do
-  local d = math.min(math.max(df[t], 0), docs)
-  weight[t] = math.log(1.0 + (docs - d + 0.5) / (d + 0.5)) * (k1 + 1.0)
-              * tonumber(ARGV[factor_at + t])
-end
-
--- Memories found in postings are numbered in the order found; per number: the estimate,
--- the creation time, the posting list first found in and the tf there, and the (term, tf)
--- pairs found after that. Arrays, not one table per memory: a recall finds hundreds.
-local number, members = {}, {}
-local est, made, first, first_t, first_f, more = {}, {}, {}, {}, {}, {}
-local n_members = 0
--- append the pair (term, tf) to the list pairs[k] (a flat array, made on first use)
-local function add_pair(pairs, k, t, f)
-  local x = pairs[k]
-  if x == nil then
-    pairs[k] = {t, f}
-  else
-    x[#x + 1] = t
-    x[#x + 1] = f
-  end
-end
-for o = 1, n do
-  for t = 1, m do
-    local i = (o - 1) * m + t
-    if dfs[i] > 0 then
-      local flat = call('ZREVRANGE', ARGV[base + 2 * n + i], 0, limit - 1, 'WITHSCORES')
-      local w = weight[t]
-      for j = 1, #flat, 2 do
-        local member, score = flat[j], tonumber(flat[j + 1])
-        local f = floor(score / scale)
-        local k = number[member]
-        if k == nil then
-          n_members = n_members + 1
-          k = n_members
-          number[member] = k
-          members[k] = member
-          est[k] = w * f / (f + k1)
-          made[k] = score - f * scale
-          first[k] = i
-          first_t[k] = t
-          first_f[k] = f
-        else
-          est[k] = est[k] + w * f / (f + k1)
-          add_pair(more, k, t, f)
-        end
-      end
-    end
-  end
-end
--- a recent memory's frequency for a term whose best postings did not include it
-local recent, n_recent, recent_only = {}, 0, {}
-for o = 1, n do
-  local owned = recents[o]
-  for _, member in ipairs(owned) do
-    if not recent[member] then
-      recent[member] = true
-      n_recent = n_recent + 1
-    end
-  end
-  if #owned > 0 then
-    for t = 1, m do
-      local i = (o - 1) * m + t
-      if dfs[i] > 0 then
-        local scores = call('ZMSCORE', ARGV[base + 2 * n + i], unpack(owned))
-        for r, member in ipairs(owned) do
-          local score = scores[r]
-          if score then
-            local f = floor(tonumber(score) / scale)
-            local k = number[member]
-            if k == nil then
-              add_pair(recent_only, member, t, f)
-            elseif first_t[k] ~= t then
-              local known = false
-              for p = 1, #(more[k] or {}), 2 do
-                if more[k][p] == t then known = true break end
-              end
-              if not known then add_pair(more, k, t, f) end
-            end
-          end
-        end
-      end
-    end
-  end
-end
-
--- The numbers of the keep best by (estimate, created, key), all descending. Estimates take
--- few distinct values (small term frequencies over a few terms), so the threshold comes
--- from counting them rather than from sorting.
-local function best()
-  local out = {}
-  if n_members <= keep then
-    for k = 1, n_members do out[k] = k end
-    return out
-  end
-  local count, values = {}, {}
-  for k = 1, n_members do
-    local e = est[k]
-    local c = count[e]
-    if c == nil then
-      values[#values + 1] = e
-      count[e] = 1
-    else
-      count[e] = c + 1
-    end
-  end
-  table.sort(values)
-  local above, threshold = 0, 0
-  for v = #values, 1, -1 do
-    local c = count[values[v]]
-    threshold = values[v]
-    if above + c >= keep then break end
-    above = above + c
-  end
-  local tied = {}
-  for k = 1, n_members do
-    local e = est[k]
-    if e > threshold then out[#out + 1] = k
-    elseif e == threshold then tied[#tied + 1] = k end
-  end
-  local room = keep - above
-  if #tied > room then
-    -- Ties go to the most recently created, then to the greater key. Memories first found
-    -- in the same posting list with the same frequency were found in just that order (a
-    -- list comes by score, then key, descending), which is the usual case.
-    local list_, tf_ = first[tied[1]], first_f[tied[1]]
-    local same = true
-    for _, k in ipairs(tied) do
-      if first[k] ~= list_ or first_f[k] ~= tf_ then same = false break end
-    end
-    if not same then
-      table.sort(tied, function(a, b)
-        local x, y = made[a], made[b]
-        if x ~= y then return x > y end
-        -- byte order, whatever the server's locale (Lua compares strings with strcoll)
-        local p, q = members[a], members[b]
-        for c = 1, math.min(#p, #q) do
-          local u, v = string.byte(p, c), string.byte(q, c)
-          if u ~= v then return u > v end
-        end
-        return #p > #q
-      end)
-    end
-  end
-  for j = 1, math.min(room, #tied) do out[#out + 1] = tied[j] end
-  return out
-end
-
-local chosen, is_chosen = {}, {}
-local everything = n_members + n_recent <= keep
-for _, k in ipairs(best()) do
-  local member = members[k]
-  is_chosen[member] = true
-  chosen[#chosen + 1] = member
-end
-for o = 1, n do
-  for _, member in ipairs(recents[o]) do
-    if not is_chosen[member] then
-      is_chosen[member] = true
-      chosen[#chosen + 1] = member
-    end
-  end
-end
--- The time-neighbours of the best conversation turns (by estimate), read for stage two as
--- well. Only turns share with turns, so an owner without any reads nothing here.
-local pairs_out = {}
-local any_turns = false
-for o = 1, n do any_turns = any_turns or turns[o] > 0 end
-if expand > 0 and n_members > 0 and any_turns then
-  local owner_index = {}
-  for o = 1, n do owner_index[ARGV[owner_at + o]] = o end
-  local best_first = {}
-  for _, member in ipairs(chosen) do
-    if number[member] then best_first[#best_first + 1] = number[member] end
-  end
-  table.sort(best_first, function(a, b) return est[a] > est[b] end)
-  local expanded = 0
-  for j = 1, #best_first do
-    if expanded >= expand then break end
-    local member = members[best_first[j]]
-    local o = owner_index[string.match(member, '^[^:]*:[^:]*')]
-    local turn_set = o and turns[o] > 0 and ARGV[turns_at + o]
-    if turn_set and call('SISMEMBER', turn_set, member) == 1 then
-      expanded = expanded + 1
-      local index = ARGV[base + n + o]
-      local rank = call('ZRANK', index, member)
-      if rank then
-        local around = call('ZRANGE', index, math.max(rank - 1, 0), rank + 1, 'WITHSCORES')
-        local at = nil
-        for i = 1, #around, 2 do
-          if around[i] == member then at = tonumber(around[i + 1]) end
-        end
-        for i = 1, #around, 2 do
-          local other = around[i]
-          if other ~= member and math.abs(tonumber(around[i + 1]) - at) <= gap
-              and call('SISMEMBER', turn_set, other) == 1 then
-            pairs_out[#pairs_out + 1] = member
-            pairs_out[#pairs_out + 1] = other
-            pairs_out[#pairs_out + 1] = other
-            pairs_out[#pairs_out + 1] = member
-            if not is_chosen[other] then
-              is_chosen[other] = true
-              chosen[#chosen + 1] = other
-            end
-          end
-        end
-      end
-    end
-  end
-end
-
-local cut = {}
-if explain and not everything then
-  for k = 1, n_members do
-    local member = members[k]
-    if not is_chosen[member] then
-      cut[#cut + 1] = member
-      cut[#cut + 1] = string.format('%.17g', est[k])
-    end
-  end
-end
-
-local rows, tfs = {}, {}
-for _, member in ipairs(chosen) do
-  read(rows, prefix, member, token_field)
-  local k = number[member]
-  local tf
-  if k ~= nil then
-    tf = {first_t[k], first_f[k]}
-    local x = more[k]
-    if x ~= nil then
-      for p = 1, #x do tf[p + 2] = x[p] end
-    end
-  else
-    tf = recent_only[member]
-  end
-  if tf ~= nil then
-    tfs[#tfs + 1] = member
-    tfs[#tfs + 1] = tf
-  end
-end
-return {stats, dfs, rows, tfs, cut, #chosen, pairs_out}
-"""
-)
-
-# ARGV: token field, item key prefix, then the keys of the memories to read.
-_FETCH_LUA = (
-    _READ_LUA
-    + """
-local rows = {}
-for i = 3, #ARGV do
-  read(rows, ARGV[2], ARGV[i], ARGV[1])
-end
-return rows
-"""
-)
-
-_SURVEY = _Script(_SURVEY_LUA)
-_FETCH = _Script(_FETCH_LUA)
-
-_CACHE_TOKENS_LUA = """
-if redis.call('HSTRLEN', KEYS[1], 'd') > 0 then
-  return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-end
-return 0
-"""
+_ROW = 8  # values per memory in the rows the recall scripts return (recall_read.lua)
 
 
 # --- filters ---------------------------------------------------------------------------
 
 
 def _filter_queries(
-    keys: naming.RedisKeys, owners: Sequence[str], filters: Filters
+    keys: RedisKeys, owners: Sequence[str], filters: Filters
 ) -> list[tuple[str, str, str, str]]:
     """(kind, owner, redis key, value) for every set a filter reads."""
     out: list[tuple[str, str, str, str]] = []
@@ -962,7 +594,7 @@ def _resolve_filter_sets(
 
 async def _baseline(
     redis: Redis,
-    keys: naming.RedisKeys,
+    keys: RedisKeys,
     owners: Sequence[str],
     owner_stats: list[dict[str, int]],
     filters: Filters,
@@ -978,16 +610,19 @@ async def _baseline(
     mean tokens per memory (flagged as an estimate).
     """
     if not filters.any:
-        return sum(s.get("tok", 0) for s in owner_stats), False
+        return sum(s.get(STAT_TOKENS, 0) for s in owner_stats), False
     if not (filters.tags or filters.since or filters.until or filters.prefix):
-        return sum(s.get(f"tok:{t}", 0) for s in owner_stats for t in filters.types), False
+        return (
+            sum(s.get(stat_tokens_of_type(t), 0) for s in owner_stats for t in filters.types),
+            False,
+        )
     if enumerated is not None:
-        # Token counts as the workers cache them (cl100k_base): exact for that encoding.
+        # Token counts as the workers cache them (their encoding): exact for that encoding.
         async with redis.pipeline(transaction=False) as pipe:
             for key in enumerated:
-                pipe.hget(keys.item(key), "tk:cl100k_base")
+                pipe.hget(keys.item(key), token_field(DEFAULT_ENCODING))
             replies = await pipe.execute()
-        return sum(int(tk or 0) for tk in replies), encoding != "cl100k_base"
-    n = sum(s.get("n", 0) for s in owner_stats)
-    mean = sum(s.get("tok", 0) for s in owner_stats) / n if n else 0.0
+        return sum(int(tk or 0) for tk in replies), encoding != DEFAULT_ENCODING
+    n = sum(s.get(STAT_MEMORIES, 0) for s in owner_stats)
+    mean = sum(s.get(STAT_TOKENS, 0) for s in owner_stats) / n if n else 0.0
     return math.ceil(filtered_total * mean), True

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 from redis.asyncio import Redis
 
 from zeromem.limits import Limits, refusal
-from zeromem.recall.card import Card, card_of
 from zeromem.recall.dates import date_range
 from zeromem.recall.packing import PackItem, pack
 from zeromem.recall.ranking import (
@@ -29,9 +28,6 @@ from zeromem.recall.ranking import (
     score_candidates,
 )
 from zeromem.recall.retrieve import Filters, fetch_items, gather
-from zeromem.recall.text import field_terms, terms
-from zeromem.recall.tokens import DEFAULT_ENCODING, token_counter
-from zeromem.recall.usage import UsageLedger
 from zeromem.schemas import (
     Candidate,
     MemoryKey,
@@ -41,6 +37,10 @@ from zeromem.schemas import (
     RecallRequest,
     RecallScope,
 )
+from zeromem.store.card import Card, card_of
+from zeromem.store.text import field_terms, terms
+from zeromem.store.tokens import DEFAULT_ENCODING, token_counter
+from zeromem.store.usage import UsageLedger
 from zeromem.telemetry import Telemetry
 
 EXPLAIN_LIMIT = 200  # candidates listed in the explain view, best first
@@ -187,7 +187,7 @@ class RecallService:
         )
         if request.include_archived:
             # The archive tier is in no index: its records are read and analysed here.
-            from zeromem.lifecycle.archive_recall import archived_candidates
+            from zeromem.recall.archived import archived_candidates
 
             extra, archived = await archived_candidates(
                 self.redis,

@@ -172,6 +172,6 @@ def tool_definitions_tokens(
     Providers render tools into the prompt in their own layout, so this is an estimate of
     the fixed per-request cost, comparable across versions of these definitions.
     """
-    from zeromem.recall.tokens import count_tokens
+    from zeromem.store.tokens import count_tokens
 
     return count_tokens(compact_json(tool_definitions() if tools is None else tools), encoding)

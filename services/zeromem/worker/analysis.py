@@ -8,12 +8,10 @@ from typing import Any
 
 from zeromem.encoding import encode_value
 from zeromem.lifecycle.redact import Redactor
-from zeromem.recall.text import doc_length, index_terms, source_text
-from zeromem.recall.tokens import count_tokens
 from zeromem.schemas import MemoryItem, MemoryKey
+from zeromem.store.text import doc_length, index_terms, source_text
+from zeromem.store.tokens import DEFAULT_ENCODING, count_tokens
 from zeromem.worker.engine import DEFAULT_MAX_CLOCK_SKEW_S, Analysis, Engine
-
-DEFAULT_ENCODING = "cl100k_base"
 
 
 def analyse(item: MemoryItem) -> Analysis:

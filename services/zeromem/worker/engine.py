@@ -17,9 +17,6 @@ from typing import Any
 
 import msgspec
 
-from zeromem import naming
-from zeromem.recall.card import CARD_COMMAND_FIELD, CARD_FIELD, encode_card
-from zeromem.recall.text import same_source_text
 from zeromem.schemas import (
     Applied,
     Archive,
@@ -40,6 +37,27 @@ from zeromem.schemas import (
     Result,
     Touch,
 )
+from zeromem.store.card import encode_card
+from zeromem.store.items import KeyState
+from zeromem.store.keys import (
+    ARCHIVED_FIELD,
+    CARD_COMMAND_FIELD,
+    CARD_FIELD,
+    DOC_LENGTH_FIELD,
+    EXPIRING_TENANTS_KEY,
+    FEEDBACK_FIELDS,
+    STAT_LENGTH,
+    STAT_MEMORIES,
+    STAT_TOKENS,
+    TENANTS_KEY,
+    RedisKeys,
+    redis_keys,
+    stat_memories_of_type,
+    stat_tokens_of_type,
+    token_field,
+)
+from zeromem.store.postings import posting_score
+from zeromem.store.text import same_source_text
 from zeromem.worker.merge_patch import merge_patch
 
 # Redis index operations, flattened into the commit script's arguments.
@@ -50,8 +68,6 @@ IndexOp = tuple[str, str, Any, Any]
 WRITE, TOMBSTONE, COUNT_FEEDBACK, NOTHING, ARCHIVE = "w", "t", "f", "-", "a"
 
 REAPER_AGENT = "zeromem-reaper"  # the agent id recorded on expiries
-
-FEEDBACK_FIELDS = {"liked": "fl", "disliked": "fd", "important": "fi"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,26 +81,6 @@ class Analysis:
 
 Analyser = Callable[[MemoryItem], Analysis]
 ContentDeriver = Callable[[Any], str]
-
-
-@dataclass(slots=True)
-class KeyState:
-    """A key as Redis holds it. ``item`` is the stored memory even if it has expired but
-    has not been reaped yet (its index entries still exist and must be cleaned)."""
-
-    version: int = 0
-    item: MemoryItem | None = None
-    last_command: str = ""
-    feedback: FeedbackCounts = field(default_factory=FeedbackCounts)
-    archived: bool = False  # the key's memory sits in the archive tier
-    archived_item: MemoryItem | None = None  # read only for a restore
-    size: int = 0  # bytes of the stored memory (its encoded form), 0 without one
-
-    def live(self, now: float) -> MemoryItem | None:
-        item = self.item
-        if item is None or (item.expires_at is not None and item.expires_at <= now):
-            return None
-        return item
 
 
 @dataclass(slots=True)
@@ -126,7 +122,7 @@ class Engine:
     ) -> None:
         self.analyse = analyse
         self.derive_content = derive_content
-        self.token_field = f"tk:{encoding}"
+        self.token_field = token_field(encoding)
         # How far a put's own times (``Put.created_at`` / ``updated_at``) may stray from
         # the time the command was stored, unless it came on the import subject (older
         # times allowed there, never future ones).
@@ -469,7 +465,7 @@ class Engine:
         base.clears_expiry = False
         base.ops = [
             (ZADD, keys.expiring(), expires_at, key),
-            (SADD, naming.EXPIRING_TENANTS_KEY, command.tenant, ""),
+            (SADD, EXPIRING_TENANTS_KEY, command.tenant, ""),
             *_card_ops(keys.item(key), item, command.id),
         ]
         state.item, state.last_command = item, command.id
@@ -532,7 +528,10 @@ class Engine:
 
     def _unarchive_ops(self, tenant: str, key: str) -> list[IndexOp]:
         keys = redis_keys(tenant)
-        return [(HDEL, keys.archive(_owner(key)), key, ""), (HDEL, keys.item(key), "ar", "")]
+        return [
+            (HDEL, keys.archive(_owner(key)), key, ""),
+            (HDEL, keys.item(key), ARCHIVED_FIELD, ""),
+        ]
 
     # --- commands over a whole owner -------------------------------------------------------
 
@@ -660,7 +659,7 @@ class Engine:
         self, tenant: str, key: str, item: MemoryItem, doc: Analysis
     ) -> dict[tuple[str, str], Any]:
         """(redis key, kind) -> score for a sorted set, or None for a set."""
-        keys = naming.RedisKeys(tenant)
+        keys = RedisKeys(tenant)
         owner = _owner(key)
         entries: dict[tuple[str, str], Any] = {
             (keys.by_time(owner), "z"): item.updated_at,
@@ -679,11 +678,11 @@ class Engine:
     def _stats(self, item: MemoryItem, doc: Analysis, sign: int) -> dict[str, int]:
         type_ = item.type.value
         return {
-            "n": sign,
-            f"n:{type_}": sign,
-            "len": sign * doc.length,
-            "tok": sign * doc.tokens,
-            f"tok:{type_}": sign * doc.tokens,
+            STAT_MEMORIES: sign,
+            stat_memories_of_type(type_): sign,
+            STAT_LENGTH: sign * doc.length,
+            STAT_TOKENS: sign * doc.tokens,
+            stat_tokens_of_type(type_): sign * doc.tokens,
         }
 
     def _write_ops(
@@ -711,28 +710,28 @@ class Engine:
                 deltas[field_] = deltas.get(field_, 0) + delta
         else:
             old_entries = {}
-            ops.append((SADD, naming.TENANTS_KEY, tenant, ""))
+            ops.append((SADD, TENANTS_KEY, tenant, ""))
         for (rkey, kind), score in new_entries.items():
             if kind == "s":
                 if (rkey, kind) not in old_entries:
                     ops.append((SADD, rkey, key, ""))
             elif old_entries.get((rkey, kind)) != score:
                 ops.append((ZADD, rkey, score, key))
-        stats = naming.RedisKeys(tenant).owner_stats(_owner(key))
+        stats = RedisKeys(tenant).owner_stats(_owner(key))
         ops += [(HINCRBY, stats, f, d) for f, d in deltas.items() if d]
-        item_key = naming.RedisKeys(tenant).item(key)
-        ops.append((HSET, item_key, "dl", new_doc.length))
+        item_key = RedisKeys(tenant).item(key)
+        ops.append((HSET, item_key, DOC_LENGTH_FIELD, new_doc.length))
         ops.append((HSET, item_key, self.token_field, new_doc.tokens))
         if command_id:
             ops += _card_ops(item_key, new, command_id)
         if new.expires_at is not None:
-            ops.append((SADD, naming.EXPIRING_TENANTS_KEY, tenant, ""))
+            ops.append((SADD, EXPIRING_TENANTS_KEY, tenant, ""))
         return ops
 
     def _delete_ops(self, tenant: str, key: str, old: MemoryItem) -> list[IndexOp]:
         doc = self.analyse(old)
         ops = _removals(self._entries(tenant, key, old, doc), {}, key)
-        stats = naming.RedisKeys(tenant).owner_stats(_owner(key))
+        stats = RedisKeys(tenant).owner_stats(_owner(key))
         ops += [(HINCRBY, stats, f, d) for f, d in self._stats(old, doc, -1).items() if d]
         return ops
 
@@ -780,34 +779,7 @@ def _removals(
     ]
 
 
-def posting_score(tf: int, created_at: float) -> float:
-    """A posting's score in a term's sorted set: term frequency first, then recency (of
-    creation), so the best postings of a very common term can be read without reading them
-    all. Exact in a double: tf < 2**20 and the time < 10**10 s (millisecond resolution)."""
-    return tf * POSTING_TF_SCALE + created_at
-
-
-def posting_tf(score: float) -> int:
-    return int(score // POSTING_TF_SCALE)
-
-
-POSTING_TF_SCALE = 1e10
-
-
 _EMPTY = Analysis(terms={}, length=0, tokens=0)
-
-
-_KEYS: dict[str, naming.RedisKeys] = {}
-
-
-def redis_keys(tenant: str) -> naming.RedisKeys:
-    """One ``RedisKeys`` per tenant instead of one per use (bounded: cleared when large)."""
-    keys = _KEYS.get(tenant)
-    if keys is None:
-        if len(_KEYS) >= 4096:
-            _KEYS.clear()
-        keys = _KEYS[tenant] = naming.RedisKeys(tenant)
-    return keys
 
 
 def _owner(key: str) -> str:

@@ -1,25 +1,25 @@
 """The worker's Redis access: read the state of a batch's keys, commit decided outcomes.
 
-Two round trips per batch whatever its size: one pipelined read of every key and command
-id the batch touches, one pipeline of commit-script calls (one call per command, each
-atomic on its own).
+Two round trips per batch whatever its size: one script call that reads every key and
+command id the batch touches, one call of the commit script for the batch's decisions
+(each decision atomic on its own, or all of them for a forget or an archive).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 
 import msgpack
 import msgspec
 from redis.asyncio import Redis
 
-from zeromem import naming
-from zeromem.schemas import Applied, FeedbackCounts, MemoryItem, Result, decode_result
-from zeromem.worker.engine import KeyState, Outcome, redis_keys
+from zeromem.schemas import Applied, MemoryItem, Result, decode_result, owner_of
+from zeromem.store import scripts
+from zeromem.store.items import NO_FEEDBACK, KeyState, decode_item, decode_item_hash
+from zeromem.store.keys import ITEM_FIELDS, redis_keys, shard_lease_key, shard_sequence_key
+from zeromem.worker.engine import Outcome
 
-_ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
 _ENCODE = msgspec.msgpack.Encoder().encode  # the same bytes as schemas.encode, one call less
 # The decisions travel as one msgpack argument. Redis's cmsgpack predates msgpack's binary
 # type, so the encoded result and item ride inside it as msgpack *strings* (raw bytes, which
@@ -27,50 +27,8 @@ _ENCODE = msgspec.msgpack.Encoder().encode  # the same bytes as schemas.encode, 
 # blob was an argument of its own, and redis-py's per-argument packing cost more than
 # Redis spent on the whole batch.
 _PACK = msgpack.Packer(use_bin_type=False, autoreset=True).pack
-_NO_FEEDBACK = FeedbackCounts()
-_COMMIT_LUA = resources.files("zeromem.worker").joinpath("commit.lua").read_text()
-# One call instead of a pipeline of commands: at a few hundred commands a batch, packing
-# each command's arguments in redis-py cost more than Redis spent answering them.
-ITEM_FIELDS = ("v", "d", "lc", "fl", "fd", "fi", "ar")
-# ARGV: item count n, stored-totals count q, n item keys, q tenants' stored-totals keys
-# (``RedisKeys.stored``), then command result keys.
-_READ_LUA = """
-local n = tonumber(ARGV[1])
-local q = tonumber(ARGV[2])
-local out = {}
-for i = 3, n + 2 do
-  out[#out + 1] = redis.call('HMGET', ARGV[i], $FIELDS)
-end
-for i = n + 3, n + q + 2 do
-  out[#out + 1] = redis.call('HMGET', ARGV[i], 'n', 'b')
-end
-for i = n + q + 3, #ARGV do
-  out[#out + 1] = redis.call('GET', ARGV[i])
-end
-return out
-""".replace("$FIELDS", ", ".join(f"'{f}'" for f in ITEM_FIELDS))
-
 OK, DUPLICATE, STALE, FENCED = "ok", "dup", "stale", "fenced"
 BEHIND = "behind"  # Redis no longer holds applies the worker confirmed (see commit.lua)
-
-
-def decode_item_hash(fields: Sequence[bytes | None]) -> KeyState:
-    """``HMGET item v d lc fl fd fi ar`` -> KeyState."""
-    version, data, last, liked, disliked, important, archived = fields
-    feedback = (
-        FeedbackCounts(int(liked or 0), int(disliked or 0), int(important or 0))
-        if liked or disliked or important
-        else _NO_FEEDBACK
-    )
-    item = _ITEM_DECODER.decode(data) if data else None
-    return KeyState(
-        int(version or 0),
-        item,
-        (last or b"").decode(),
-        feedback,
-        archived == b"1",
-        size=len(data) if data else 0,
-    )
 
 
 @dataclass(slots=True)
@@ -88,8 +46,6 @@ class Store:
         self.redis = redis
         self.result_ttl_s = result_ttl_s
         self.tombstone_ttl_ms = tombstone_ttl_s * 1000
-        self._commit = redis.register_script(_COMMIT_LUA)
-        self._read = redis.register_script(_READ_LUA)
 
     async def read(
         self, keys: Sequence[tuple[str, str]], command_ids: Sequence[tuple[str, str]]
@@ -105,11 +61,14 @@ class Store:
         tenants: Sequence[str],
     ) -> tuple[list[KeyState], list[Result | None], dict[str, list[int]]]:
         """``read``, and what each of ``tenants`` stores: [memories, bytes]."""
-        args: list[object] = [len(keys), len(tenants)]
-        args += [redis_keys(tenant).item(key) for tenant, key in keys]
-        args += [redis_keys(tenant).stored() for tenant in tenants]
-        args += [redis_keys(tenant).command(cid) for tenant, cid in command_ids]
-        replies = await self._read(args=args)
+        # One call instead of a pipeline of commands: at a few hundred commands a batch,
+        # packing each command's arguments in redis-py cost more than Redis spent answering.
+        rkeys: list[object] = [redis_keys(tenant).item(key) for tenant, key in keys]
+        rkeys += [redis_keys(tenant).stored() for tenant in tenants]
+        rkeys += [redis_keys(tenant).command(cid) for tenant, cid in command_ids]
+        replies = await scripts.READ_ITEMS(
+            self.redis, rkeys, [len(keys), len(tenants), *ITEM_FIELDS]
+        )
         states = [decode_item_hash(r) for r in replies[: len(keys)]]
         totals_end = len(keys) + len(tenants)
         totals = {
@@ -118,6 +77,31 @@ class Store:
         }
         done = [decode_result(r) if r else None for r in replies[totals_end:]]
         return states, done, totals
+
+    async def shard_position(self, shard: int) -> int:
+        """The shard's last applied command-stream sequence, as the commits recorded it."""
+        raw = await self.redis.hget(shard_sequence_key(), str(shard))
+        return int(raw or 0)
+
+    async def archived_item(self, tenant: str, key: str) -> MemoryItem | None:
+        """A memory in the archive tier (what a restore brings back)."""
+        blob = await self.redis.hget(redis_keys(tenant).archive(owner_of(key)), key)
+        return decode_item(blob) if blob else None
+
+    async def owner_memories(
+        self, tenant: str, owner: str, low: str, high: str, *, archived: bool
+    ) -> tuple[list[str], dict[str, MemoryItem]]:
+        """The keys of ``owner``'s live memories updated between ``low`` and ``high`` (score
+        bounds of its time index) and, with ``archived``, its archive tier."""
+        keys = redis_keys(tenant)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zrangebyscore(keys.by_time(owner), low, high)
+            if archived:
+                pipe.hgetall(keys.archive(owner))
+            replies = await pipe.execute()
+        live = [k.decode() for k in replies[0]]
+        tier = {k.decode(): decode_item(v) for k, v in replies[1].items()} if archived else {}
+        return live, tier
 
     async def commit(
         self,
@@ -176,6 +160,16 @@ class Store:
             keys.stored(),
         )
 
+    @staticmethod
+    def decision_key(decision: tuple[object, ...]) -> str:
+        """The memory a decision built by ``decision`` writes."""
+        return str(decision[0])
+
+    @staticmethod
+    def stored_bytes(decision: tuple[object, ...]) -> int:
+        """The size of the memory a write decision stores (its encoded form)."""
+        return len(decision[9])  # type: ignore[arg-type]
+
     async def commit_decisions(
         self,
         decisions: Sequence[tuple[object, ...]],
@@ -188,11 +182,11 @@ class Store:
         """Commit decisions built by ``decision``, in order, in one script call."""
         if not decisions:
             return []
-        replies = await self._commit(
-            args=[
-                naming.shard_lease_key(shard),
+        replies = await scripts.COMMIT(
+            self.redis,
+            [shard_lease_key(shard), shard_sequence_key()],
+            [
                 lease_token,
-                naming.shard_sequence_key(),
                 shard,
                 self.result_ttl_s,
                 self.tombstone_ttl_ms,
@@ -234,6 +228,6 @@ def _arg(value: object) -> str:
 def _stored_form(item: MemoryItem) -> MemoryItem:
     # Feedback counts live in their own hash fields (incremented without a version bump),
     # so the stored blob never carries a copy that could go stale.
-    if item.feedback == _NO_FEEDBACK:
+    if item.feedback == NO_FEEDBACK:
         return item  # already so (nearly always): no copy
-    return msgspec.structs.replace(item, feedback=_NO_FEEDBACK)
+    return msgspec.structs.replace(item, feedback=NO_FEEDBACK)

@@ -3,8 +3,8 @@
 A memory's hash holds the whole ``MemoryItem`` (``d``): the structured value an agent
 reads back, its source, agent, time-to-live settings. Ranking and packing need a fraction
 of it, while a recall reads dozens of memories. So the worker writes, in the same atomic
-commit as the memory, a compact card (``rc``) with what recall needs, and the id of the
-command that wrote it (``rl``).
+commit as the memory, a compact card (``keys.CARD_FIELD``) with what recall needs, and the id of the
+command that wrote it (``keys.CARD_COMMAND_FIELD``).
 
 The card is trusted only while ``rl`` equals the hash's last command id (``lc``), which
 every write of ``d`` sets: a version written without a card (before cards existed, or by
@@ -17,9 +17,6 @@ from __future__ import annotations
 import msgspec
 
 from zeromem.schemas import MemoryItem
-
-CARD_FIELD = "rc"
-CARD_COMMAND_FIELD = "rl"
 
 
 class Card(msgspec.Struct, array_like=True, frozen=True):
@@ -57,4 +54,4 @@ def encode_card(item: MemoryItem) -> bytes:
     return _ENCODE(card_of(item))
 
 
-__all__ = ["CARD_COMMAND_FIELD", "CARD_FIELD", "Card", "card_of", "decode_card", "encode_card"]
+__all__ = ["Card", "card_of", "decode_card", "encode_card"]

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 import msgspec
 from redis.asyncio import Redis
 
-from zeromem import naming
 from zeromem.recall.ranking import CandidateFeatures
-from zeromem.recall.text import doc_length, memory_terms
-from zeromem.recall.tokens import count_tokens
 from zeromem.schemas import MemoryItem, MemoryKey
+from zeromem.store.keys import RedisKeys
+from zeromem.store.text import doc_length, memory_terms
+from zeromem.store.tokens import count_tokens
 
 ARCHIVE_SCAN_LIMIT = 5000  # archived memories read per owner at most, per recall
 
@@ -32,7 +32,7 @@ async def archived_candidates(
     admits,  # type: ignore[no-untyped-def]  # Filters.admits
     encoding: str,
 ) -> tuple[list[CandidateFeatures], dict[str, MemoryItem]]:
-    keys = naming.RedisKeys(tenant)
+    keys = RedisKeys(tenant)
     features: list[CandidateFeatures] = []
     items: dict[str, MemoryItem] = {}
     wanted = set(query_terms)

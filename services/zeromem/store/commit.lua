@@ -8,12 +8,14 @@
 -- re-reads and decides again. The whole batch is refused ('fenced') unless this worker
 -- still holds the shard's lease.
 --
--- ARGV[1] lease key   ARGV[2] lease token ('' = unfenced)   ARGV[3] shard sequence hash
--- ARGV[4] shard       ARGV[5] result ttl (s)                ARGV[6] tombstone ttl (ms)
--- ARGV[8] '1': all or nothing (a forget or an archive over an owner): every guard is
+-- KEYS[1] the shard's lease key         KEYS[2] the shard sequence hash (shard -> sequence)
+-- ARGV[1] lease token ('' = unfenced)    ARGV[2] shard
+-- ARGV[3] result ttl (s)                 ARGV[4] tombstone ttl (ms)
+-- ARGV[6] '1': all or nothing (a forget or an archive over an owner): every guard is
 --         checked before anything is written, and one stale guard makes every decision
 --         of the call answer 'stale'
--- ARGV[7] msgpack array of decisions (strings only: Redis's cmsgpack predates msgpack's
+-- ARGV[7] the last stream sequence this worker applied on the shard ('0': none known)
+-- ARGV[5] msgpack array of decisions (strings only: Redis's cmsgpack predates msgpack's
 -- binary type, so the encoded result and item are packed as msgpack raw strings, which
 -- Lua holds byte for byte), each an array:
 --   1 item key   2 result key ('' = record nothing: one memory of a forget / archive)
@@ -29,15 +31,22 @@
 --      recorded yet is recorded and counted with this one in a single increment
 --   17 the tenant's stored-totals hash (n memories, b bytes of their stored form), moved
 --      by every write, tombstone and archive here, where the old size is known exactly
+--
+-- The keys a decision touches (1, 2, 14, 16, 17) travel inside ARGV[5], not in KEYS: a
+-- batch names tens of keys per command (one posting list per indexed term), and packing
+-- each as an argument of its own cost the worker more than Redis spent on the batch
+-- (measured when this packing was introduced; see worker/store.py). A batch spans many
+-- owners and tenants anyway, so it could not run in one slot of a cluster; only the
+-- fixed keys are declared.
 
-if ARGV[2] ~= '' and redis.call('GET', ARGV[1]) ~= ARGV[2] then
+if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 'fenced'
 end
--- ARGV[9]: the last stream sequence this worker applied on the shard. Less in Redis means
+-- ARGV[7]: the last stream sequence this worker applied on the shard. Less in Redis means
 -- Redis came back without applies the worker had confirmed (the unsynced tail of its
 -- append-only file): commit nothing, or the shard's position would jump over the hole.
-if ARGV[9] and ARGV[9] ~= '0' then
-  if tonumber(redis.call('HGET', ARGV[3], ARGV[4]) or '0') < tonumber(ARGV[9]) then
+if ARGV[7] and ARGV[7] ~= '0' then
+  if tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0') < tonumber(ARGV[7]) then
     return 'behind'
   end
 end
@@ -65,7 +74,7 @@ local function apply(d)
   -- The result is recorded first, only if the command id has none yet: one call both
   -- checks for a duplicate and records. (A duplicate that fails its guard answers 'stale'
   -- above; decided again, it is found by the worker's own look-up.)
-  if d[2] ~= '' and not redis.call('SET', d[2], d[4], 'NX', 'EX', ARGV[5]) then
+  if d[2] ~= '' and not redis.call('SET', d[2], d[4], 'NX', 'EX', ARGV[3]) then
     return {'dup', redis.call('GET', d[2])}
   end
 
@@ -92,13 +101,13 @@ local function apply(d)
     -- keep the version as a tombstone so an old compare-and-set can never match again
     redis.call('DEL', item_key)
     redis.call('HSET', item_key, 'v', d[9], 'd', '', 'lc', d[11])
-    redis.call('PEXPIRE', item_key, ARGV[6])
+    redis.call('PEXPIRE', item_key, ARGV[4])
   elseif action == 'f' then
     local count = 1
     local followers = d[16]
     for i = 1, #followers, 2 do
       if not redis.call('GET', followers[i]) then
-        redis.call('SET', followers[i], followers[i + 1], 'EX', ARGV[5])
+        redis.call('SET', followers[i], followers[i + 1], 'EX', ARGV[3])
         count = count + 1
       end
     end
@@ -124,9 +133,9 @@ local function apply(d)
   return 'ok'
 end
 
-local decisions = cmsgpack.unpack(ARGV[7])
+local decisions = cmsgpack.unpack(ARGV[5])
 local replies = {}
-if ARGV[8] == '1' then
+if ARGV[6] == '1' then
   for i, d in ipairs(decisions) do
     if stale(d) then
       for j = 1, #decisions do replies[j] = 'stale' end
@@ -162,9 +171,9 @@ end
 if last_sequence > 0 then
   -- the shard's position in the command stream, atomic with the applies above; never
   -- moved back (a tenant's rebuild replays older commands of a shard)
-  local current = tonumber(redis.call('HGET', ARGV[3], ARGV[4]) or '0')
+  local current = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
   if last_sequence > current then
-    redis.call('HSET', ARGV[3], ARGV[4], string.format('%d', last_sequence))
+    redis.call('HSET', KEYS[2], ARGV[2], string.format('%d', last_sequence))
   end
 end
 return replies

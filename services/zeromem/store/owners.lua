@@ -7,7 +7,7 @@
 -- ZLEXCOUNT counts that owner's keys, and the scan jumps past them: a page costs two
 -- O(log n) calls per owner, however many memories each owner holds.
 --
--- KEYS[1]  the tenant's sorted set of live keys (naming.RedisKeys.keys: every score 0)
+-- KEYS[1]  the tenant's sorted set of live keys (RedisKeys.keys: every score 0)
 -- ARGV[1]  where to start, a ZRANGEBYLEX bound ('[user:' or, after an owner, '[user:u1;')
 -- ARGV[2]  where to stop, a ZRANGEBYLEX bound ('[user:\xff', or '+' for no prefix)
 -- ARGV[3]  owners to return at most

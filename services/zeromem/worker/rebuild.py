@@ -5,7 +5,8 @@ tenant), this takes every shard's lease away from the running workers (the commi
 fences them from that moment), clears the state being rebuilt, and replays the command
 stream through the workers' own code path (admission, decisions, the commit script) in
 stream order. Every memory is stamped with its command's JetStream timestamp, never the
-clock, so the replay decides exactly what the workers decided the first time. The commit
+clock, so the replay decides exactly what the workers decided the first time (it drives
+the workers' ``Applier`` directly, with no outbox: nothing is published). The commit
 records each shard's last applied sequence atomically with the apply (``zm:shard-seq``);
 when the leases are released the workers read it and skip what the rebuild applied, so
 nothing is applied twice. Finally memories whose time to live passed are reaped, with
@@ -25,12 +26,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from redis.asyncio import Redis
 
 from zeromem import naming
+from zeromem.bus import connect_nats, connect_redis
+from zeromem.lifecycle.redact import Redactor
+from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.settings import Settings
+from zeromem.store import scripts
+from zeromem.store.keys import derived_from_log, scope_pattern, shard_lease_key
+from zeromem.telemetry import Telemetry
+from zeromem.worker.analysis import default_engine
+from zeromem.worker.applier import Applier
+from zeromem.worker.jobs import reap_expired
+from zeromem.worker.messages import admit_messages, stream_position
 from zeromem.worker.pull import PullFeed
+from zeromem.worker.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -49,21 +62,14 @@ class RebuildReport:
     seconds: float
 
 
-_RELEASE_LUA = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-
 async def _clear(redis: Redis, tenant: str | None) -> int:
     """Delete the state a rebuild reconstructs; keep leases and usage ledgers."""
-    pattern = naming.RedisKeys(tenant).tenant_pattern() if tenant else "zm:*"
-    lease_prefix = naming.shard_lease_key(0).rsplit(":", 1)[0] + ":"
+    pattern = scope_pattern(tenant)
     removed = 0
     batch: list[bytes] = []
     async for raw in redis.scan_iter(match=pattern, count=2000):
         name = raw.decode()
-        if name.startswith(lease_prefix) or ":usage:" in name:
+        if not derived_from_log(name):
             continue
         batch.append(raw)
         if len(batch) >= 1000:
@@ -72,6 +78,21 @@ async def _clear(redis: Redis, tenant: str | None) -> int:
     if batch:
         removed += await redis.unlink(*batch)
     return removed
+
+
+async def _replay(applier: Applier, settings: Settings, shard: int, msgs: list[Msg]) -> int:
+    """Admit and apply one shard's messages, in order; how many commands they carried.
+    Refused commands are skipped: their dead letters are on the stream already."""
+    admitted, dead = admit_messages(
+        shard,
+        msgs,
+        None,
+        shards=settings.shards,
+        limits=settings.limits,
+        resolve_key=applier.engine.resolve_key,
+    )
+    await applier.apply(shard, admitted)
+    return len(admitted) + len(dead)
 
 
 async def rebuild(
@@ -84,9 +105,6 @@ async def rebuild(
 ) -> RebuildReport:
     """Rebuild ``tenant``'s state (or everything) from the command stream. ``progress``
     is called with (messages replayed, messages to replay); a batch message counts once."""
-    from zeromem.bus import connect_nats, connect_redis
-    from zeromem.worker.service import WorkerService, stream_position
-
     started = time.perf_counter()
     own_nc, own_redis = nc is None, redis is None
     nc = nc or await connect_nats(settings, name="zeromem-rebuild")
@@ -95,16 +113,27 @@ async def rebuild(
     token = f"rebuild-{uuid.uuid4().hex}"
     shards = list(range(settings.shards))
     ttl_ms = int(settings.lease_ttl_s * 1000)
-    worker = WorkerService(settings, shards, nc=nc, redis=redis, replay=True)
-    worker.token = token
-    worker.owned = set(shards)
+    lifecycle = LifecycleSettings.from_env()
+    telemetry = Telemetry()
+    telemetry.bound(settings.limits.metric_tenants, settings.limits.metric_agents)
+    # The workers' own applier under the rebuild's token, reporting nothing (no results,
+    # change feed or audit: those went out when the commands were first applied).
+    applier = Applier(
+        Store(redis, result_ttl_s=settings.result_ttl_s, tombstone_ttl_s=settings.tombstone_ttl_s),
+        # the workers' rules, redaction of derived content included: the same decisions
+        default_engine(settings.max_clock_skew_s, Redactor(lifecycle.sensitive_pattern)),
+        token=token,
+        limits=settings.limits,
+        batch_size=settings.batch_size,
+        telemetry=telemetry,
+    )
     consumer = f"zm-rebuild-{uuid.uuid4().hex[:12]}"
 
     async def hold_leases() -> None:
         while True:
             async with redis.pipeline(transaction=False) as pipe:
                 for shard in shards:  # taken from any worker holding it: fenced from now on
-                    pipe.set(naming.shard_lease_key(shard), token, px=ttl_ms)
+                    pipe.set(shard_lease_key(shard), token, px=ttl_ms)
                 await pipe.execute()
             await asyncio.sleep(settings.lease_ttl_s / 3)
 
@@ -150,7 +179,7 @@ async def rebuild(
                     msgs = await feed.fetch(REPLAY_BATCH, timeout=2.0)
                 except TimeoutError:
                     break  # nothing more within the filter
-                by_shard: dict[int, list] = {}
+                by_shard: dict[int, list[Msg]] = {}
                 for msg in msgs:
                     position = stream_position(msg.reply)[0]
                     try:
@@ -162,11 +191,13 @@ async def rebuild(
                     by_shard.setdefault(shard, []).append(msg)
                 # Shards are independent (an owner lives in one): each is applied in order.
                 for shard, shard_msgs in by_shard.items():
-                    commands += await worker.process(shard % settings.shards, shard_msgs)
+                    commands += await _replay(
+                        applier, settings, shard % settings.shards, shard_msgs
+                    )
                     replayed += len(shard_msgs)
                 if progress is not None:
                     progress(replayed, total)
-        reaped = await worker.reap_expired(limit=1_000_000)
+        reaped = await reap_expired(applier, redis, shards, settings.shards, limit=1_000_000)
     finally:
         keeper.cancel()
         with contextlib.suppress(BaseException):
@@ -176,15 +207,14 @@ async def rebuild(
                 await feed.stop()
         with contextlib.suppress(Exception):
             await js.delete_consumer(naming.COMMAND_STREAM, consumer)
-        release = redis.register_script(_RELEASE_LUA)
         for shard in shards:
             with contextlib.suppress(Exception):
-                await release(keys=[naming.shard_lease_key(shard)], args=[token])
+                await scripts.LEASE_RELEASE(redis, [shard_lease_key(shard)], [token])
         if own_nc:
             await nc.drain()
         if own_redis:
             await redis.aclose()
-    stats = worker.stats
+    stats = applier.stats
     return RebuildReport(
         tenant or "",
         commands,

@@ -13,13 +13,14 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from zeromem import naming
 from zeromem.schemas import UsageRow
+from zeromem.store.keys import USAGE_FIELD_SEPARATOR, RedisKeys, usage_field
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +56,10 @@ class UsageLedger:
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for (tenant, agent, minute), counts in tally.items():
-                    key = naming.RedisKeys(tenant).usage(_day(minute))
+                    key = RedisKeys(tenant).usage(_day(minute))
                     for measure, count in zip(MEASURES, counts, strict=True):
                         if count:
-                            pipe.hincrby(key, f"{minute}|{agent}|{measure}", count)
+                            pipe.hincrby(key, usage_field(minute, agent, measure), count)
                     pipe.expire(key, RETENTION_S)
                 await pipe.execute()
         except RedisError as exc:  # usage figures are best effort; recalls never suffer
@@ -90,7 +91,7 @@ async def read_usage(
     """The tenant's rows between ``since`` and ``until``. Only the days the ledger still
     keeps are read (at most 36 hash reads, whatever the range); more than ``max_rows``
     rows raise ``TooManyRows``."""
-    keys = naming.RedisKeys(tenant)
+    keys = RedisKeys(tenant)
     first = max(since, time.time() - RETENTION_S - 86400)
     if first > until:
         return []
@@ -102,7 +103,7 @@ async def read_usage(
     rows: dict[tuple[float, str], dict[str, int]] = {}
     for reply in replies:
         for field, value in reply.items():
-            parts = field.decode(errors="replace").split("|")
+            parts = field.decode(errors="replace").split(USAGE_FIELD_SEPARATOR)
             if len(parts) != 3 or parts[2] not in MEASURES:
                 continue  # not a field this ledger writes
             minute, agent, measure = parts
@@ -115,3 +116,15 @@ async def read_usage(
                 if max_rows is not None and len(rows) > max_rows:
                     raise TooManyRows(f"more than {max_rows} rows")
     return [UsageRow(minute=m, agent=a, **counts) for (m, a), counts in sorted(rows.items())]
+
+
+def usage_totals(rows: Sequence[UsageRow]) -> dict[str, dict[str, int]]:
+    """Per agent, each measure summed over ``rows``."""
+    totals: dict[str, dict[str, int]] = {}
+    for row in rows:
+        t = totals.setdefault(row.agent, dict.fromkeys(MEASURES, 0))
+        t["recalls"] += row.recalls
+        t["injected"] += row.injected
+        t["baseline"] += row.baseline
+        t["history"] += row.history
+    return totals

@@ -1,0 +1,411 @@
+"""What a worker publishes about the commands it applied or refused: each result to a
+waiting caller and to the change feed (one message per owner per batch), the audit
+trail, dead letters; each message fitted under the broker's payload limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+
+from zeromem import naming
+from zeromem.lifecycle.audit import dead_letter_entry, write_entry
+from zeromem.lifecycle.redact import Redactor
+from zeromem.limits import Limits
+from zeromem.logs import BoundedLog
+from zeromem.schemas import (
+    Applied,
+    AuditBatch,
+    AuditEntry,
+    DeadLetter,
+    Rejected,
+    Result,
+    encode,
+    encode_batch,
+    split_batch,
+)
+from zeromem.telemetry import Telemetry
+from zeromem.worker.applier import WorkerStats
+from zeromem.worker.faults import CommandFailed, Fault, classify, describe
+from zeromem.worker.messages import Admitted, Dead, subject_identity, tenant_label
+
+log = logging.getLogger(__name__)
+
+
+class Outbox:
+    def __init__(
+        self,
+        nc: NatsClient,
+        *,
+        limits: Limits,
+        ack_wait_s: float,
+        redactor: Redactor,
+        telemetry: Telemetry,
+        stats: WorkerStats,
+    ) -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.limits = limits
+        self.ack_wait_s = ack_wait_s
+        self.redactor = redactor
+        self.telemetry = telemetry
+        self.stats = stats
+        self._log = BoundedLog(log, limits.log_interval_s)
+        # What one message this worker publishes may carry: the broker's limit (1 MiB by
+        # default), less room for headers and the envelope.
+        self.payload_limit = max(
+            64 * 1024, (getattr(nc, "max_payload", 0) or 1024 * 1024) - 64 * 1024
+        )
+
+    def prepare(self, item: Admitted, result: Result) -> None:
+        """Encode a decided command's result and build its audit entry before the commit
+        (what is published after it, if the commit keeps this result). Raises
+        ``CommandFailed`` naming the stage that failed."""
+        try:
+            item.entry = write_entry(item.command, item.sequence, result, self.redactor)
+        except Exception as exc:
+            raise CommandFailed("audit entry", exc) from exc
+        try:
+            item.payload = self.fitting(result)
+        except Exception as exc:
+            raise CommandFailed("result encoding", exc) from exc
+        item.result = result
+
+    async def announce(self, tenant: str, shard: int, key: str, result: Result) -> None:
+        """A change made outside any command (the reaper's expiry) on the change feed."""
+        namespace, owner_id, _ = key.split(":", 2)
+        await self.nc.publish(
+            naming.change_subject(tenant, shard, namespace, owner_id), encode(result)
+        )
+
+    async def publish_audit(
+        self, shard: int, batch: list[Admitted], results: list[Result | None]
+    ) -> list[asyncio.Future[object]]:
+        """One audit message per tenant in the batch (nearly always one): every applied,
+        conflicting and rejected command, redacted."""
+        by_tenant: dict[str, list[object]] = {}
+        for item, result in zip(batch, results, strict=True):
+            if result is None:
+                continue
+            entries = by_tenant.get(item.command.tenant)
+            if entries is None:
+                entries = by_tenant[item.command.tenant] = []
+            entry = item.entry if result is item.result else None
+            entries.append(entry or self.entry_of(item, result))
+        acks = []
+        last_sequence = batch[-1].sequence if batch else 0
+        for tenant, entries in by_tenant.items():
+            # Several messages when one would pass the broker's payload limit (a batch of
+            # batch messages can hold thousands of commands).
+            parts = fit(
+                entries,
+                lambda part: _encode(AuditBatch(entries=tuple(part))),  # type: ignore[arg-type]
+                self.payload_limit,
+            )
+            for n, data in enumerate(parts):
+                # a batch retried after a lost ack is recorded once
+                once = naming.audit_dedupe_id(tenant, shard, last_sequence, n)
+                acks.append(
+                    await self.js.publish_async(
+                        naming.audit_write_subject(tenant, shard),
+                        data,
+                        headers={naming.MSG_ID_HEADER: once},
+                    )
+                )
+        return acks
+
+    async def publish_results(
+        self, shard: int, batch: list[Admitted], results: list[Result | None]
+    ) -> None:
+        publish = self.nc.publish
+        reply_header = naming.REPLY_HEADER
+        # The change feed gets one message per owner per batch: a single result as it is,
+        # several as a batch message (an array, in apply order). Under bulk writes that is
+        # a fraction of the messages the broker stores; an agent writing now and then
+        # still gets one result per message.
+        by_owner: dict[tuple[str, str, str], list[bytes]] = {}
+        for item, result in zip(batch, results, strict=True):
+            if result is None:
+                continue
+            data = item.payload if result is item.result else self.payload_of(item, result)
+            if not data:
+                continue
+            namespace, owner_id = item.key.split(":", 2)[:2]
+            by_owner.setdefault((item.command.tenant, namespace, owner_id), []).append(data)
+            headers = item.msg.headers
+            if (
+                headers
+                and (reply_to := headers.get(reply_header))
+                and reply_allowed(item.msg.subject, reply_to)
+            ):
+                try:
+                    await publish(reply_to, data)
+                except Exception as exc:
+                    if classify(exc) is Fault.OUTAGE:
+                        raise
+                    # A reply subject the broker refuses is the caller's: its result still
+                    # goes to the change feed.
+                    self._log.warning(
+                        ("reply", shard, type(exc)),
+                        "shard %d: could not reply to %.60r: %s",
+                        shard,
+                        reply_to,
+                        describe(exc),
+                    )
+        for (tenant, namespace, owner_id), encoded in by_owner.items():
+            subject = naming.change_subject(tenant, shard, namespace, owner_id)
+            for chunk in chunks(encoded, self.payload_limit, naming.MAX_BATCH_RESULTS):
+                if len(chunk) == 1:
+                    await publish(subject, chunk[0])
+                else:
+                    await publish(
+                        subject, encode_batch(chunk), headers={naming.BATCH_HEADER: str(len(chunk))}
+                    )
+
+    def fitting(self, result: Result) -> bytes:
+        """``result`` encoded; without its memory if that would not fit in one message
+        (admission keeps values far smaller, so this is only a guarantee)."""
+        data = _encode(result)
+        if len(data) > self.payload_limit and type(result) is Applied:
+            data = _encode(msgspec.structs.replace(result, item=None))
+        return data
+
+    def entry_of(self, item: Admitted, result: Result) -> AuditEntry:
+        """The audit entry of a result not prepared with its decision (a stored result
+        answering a redelivery): a bare one if the full one cannot be built."""
+        try:
+            return write_entry(item.command, item.sequence, result, self.redactor)
+        except Exception as exc:
+            self._log.warning(
+                ("entry", type(exc)), "audit entry of %s: %s", item.command.id, describe(exc)
+            )
+            return AuditEntry(
+                kind="write",
+                at=result.applied_at,
+                tenant=result.tenant,
+                op=result.op,
+                key=result.key,
+                status=type(result).__name__.lower(),
+                command_id=item.command.id,
+                seq=item.sequence,
+                reason=f"audit entry incomplete: {type(exc).__name__}",
+            )
+
+    def payload_of(self, item: Admitted, result: Result) -> bytes:
+        try:
+            return self.fitting(result)
+        except Exception as exc:
+            self._log.warning(
+                ("payload", type(exc)),
+                "result of %s not published: %s",
+                item.command.id,
+                describe(exc),
+            )
+            return b""
+
+    async def dead_letter(self, shard: int, dead: list[Dead]) -> None:
+        """Dead-letter ``dead`` and wait until the stream has stored them."""
+        acks = await self.send_dead_letters(shard, dead)
+        # stored before the originals are acked: nothing is lost (bounded, like the audit)
+        await asyncio.wait_for(asyncio.gather(*acks), self.ack_wait_s)
+
+    async def send_dead_letters(self, shard: int, dead: list[Dead]) -> list[asyncio.Future[object]]:
+        """Publish ``dead`` (each with its audit record); returns the acknowledgements to
+        wait for before the originals are acknowledged."""
+        now = time.time()
+        acks = []
+        for letter in dead:
+            msg, seq = letter.msg, letter.sequence
+            where = f"seq {seq}"
+            if letter.index is not None:
+                where += f" (batch index {letter.index})"
+            self._log.warning(
+                ("dead", shard, letter.reason.split(":", 1)[0]),
+                "dead-lettered command at %s on %s: %s",
+                where,
+                msg.subject,
+                letter.reason[:300],
+            )
+            tenant = tenant_label(msg.subject)
+            once = naming.dead_letter_dedupe_id(tenant, seq, letter.index)
+            raw, reason = letter.raw, letter.reason
+            if len(raw) > self.payload_limit:  # kept whole it could not be stored at all
+                reason += f" (raw bytes cut to the first {self.payload_limit} of {len(raw)})"
+                raw = raw[: self.payload_limit]
+            acks.append(
+                await self.js.publish_async(
+                    naming.dead_letter_subject(tenant, shard),
+                    encode(
+                        DeadLetter(
+                            reason=reason[:2000],
+                            subject=msg.subject,
+                            raw=raw,
+                            received_at=now,
+                            stream_seq=seq,
+                            batch_index=letter.index,
+                        )
+                    ),
+                    headers={
+                        naming.DEAD_REASON_HEADER: _header_text(letter.reason),
+                        naming.MSG_ID_HEADER: once,
+                    },  # once, even when retried
+                )
+            )
+            headers = msg.headers
+            if (
+                letter.reply
+                and headers
+                and (reply_to := headers.get(naming.REPLY_HEADER))
+                and reply_allowed(msg.subject, reply_to)
+            ):
+                whole_batch = letter.index is None and naming.BATCH_HEADER in headers
+                try:
+                    for rejected in _rejections(
+                        msg, letter.raw, reply_to, letter.reason, whole_batch, self.limits
+                    ):
+                        await self.nc.publish(reply_to, encode(rejected))
+                except Exception as exc:
+                    if classify(exc) is Fault.OUTAGE:
+                        raise
+        by_tenant: dict[str, list[AuditEntry]] = {}
+        for letter in dead:
+            tenant = tenant_label(letter.msg.subject)
+            by_tenant.setdefault(tenant, []).append(
+                dead_letter_entry(
+                    tenant, letter.msg.subject, letter.reason, letter.sequence, self.redactor
+                )
+            )
+        last = dead[-1]
+        for tenant, entries in by_tenant.items():
+            parts = fit(
+                entries, lambda part: _encode(AuditBatch(entries=tuple(part))), self.payload_limit
+            )
+            for n, data in enumerate(parts):
+                # Parts after the first: past the index range a batch message can have.
+                part = (last.index or 0) + 1 + n * (self.limits.batch_commands + 1)
+                acks.append(
+                    await self.js.publish_async(
+                        naming.audit_write_subject(tenant, shard),
+                        data,
+                        headers={
+                            naming.MSG_ID_HEADER: naming.audit_dedupe_id(
+                                tenant, shard, last.sequence, part, kind="dead"
+                            )
+                        },
+                    )
+                )
+        self.stats.dead_lettered += len(dead)
+        counts = Counter(tenant_label(letter.msg.subject) for letter in dead)
+        for tenant, count in counts.items():
+            label = self.telemetry.tenant(tenant)
+            self.telemetry.commands.add(
+                count, {"zeromem.tenant": label, "zeromem.op": "", "zeromem.outcome": "dead_letter"}
+            )
+        return acks
+
+
+_encode = msgspec.msgpack.Encoder().encode  # schemas.encode's bytes, one call less
+
+
+def chunks(encoded: list[bytes], limit: int, most: int) -> list[list[bytes]]:
+    """``encoded`` cut, in order, into runs of at most ``most`` items and ``limit`` bytes
+    (an item over ``limit`` on its own makes a run of one)."""
+    chunks: list[list[bytes]] = []
+    size = 0
+    for data in encoded:
+        if not chunks or len(chunks[-1]) == most or size + len(data) > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(data)
+        size += len(data)
+    return chunks
+
+
+def fit(items: list[Any], encode_part: Callable[[list[Any]], bytes], limit: int) -> list[bytes]:
+    """``items`` encoded as one message, or halved until each part fits in ``limit`` bytes
+    (one item too large on its own goes as it is: the broker then refuses it loudly)."""
+    data = encode_part(items)
+    if len(data) <= limit or len(items) < 2:
+        return [data]
+    half = len(items) // 2
+    return fit(items[:half], encode_part, limit) + fit(items[half:], encode_part, limit)
+
+
+def _header_text(text: str) -> str:
+    # A header value is one line of printable ASCII: a reason quotes what the agent sent.
+    return "".join(c if " " <= c <= "~" else "?" for c in text[:200])
+
+
+class _Named(msgspec.Struct):
+    """What a refused command's bytes may still tell, read leniently: its id, key, op."""
+
+    id: str = ""
+    key: str = ""
+    op: str = ""
+
+
+_named_decoder = msgspec.msgpack.Decoder(_Named)
+
+
+def _rejections(
+    msg: Msg, raw: bytes, reply_to: str, reason: str, whole_batch: bool, limits: Limits
+) -> list[Result]:
+    """The ``rejected`` results a caller waiting on a refused message gets: one per
+    command (a batch refused whole, one per command it holds, up to the batch limit),
+    each with the command's own id, key and op when its bytes still say them. Otherwise
+    the id is the reply subject's last token (the SDK waits on {inbox}.{command id})."""
+    parts = [raw]
+    if whole_batch:
+        with contextlib.suppress(Exception):
+            parts = split_batch(raw)[: limits.batch_commands] or [raw]
+    tenant, fallback = tenant_label(msg.subject), reply_to.rsplit(".", 1)[-1]
+    now = time.time()
+    rejected: list[Result] = []
+    for part in parts:
+        try:
+            named = _named_decoder.decode(part)
+        except Exception:
+            named = _Named()
+        good = 0 < len(named.id) <= 64 and len(named.key) <= limits.key_chars
+        rejected.append(
+            Rejected(
+                command_id=named.id if good else fallback,
+                tenant=tenant,
+                key=named.key[:256] if good else "",
+                op=named.op[:16] if good else "",
+                reason=reason,
+                applied_at=now,
+            )
+        )
+    return rejected
+
+
+@functools.lru_cache(maxsize=65536)
+def _reply_prefix(subject: str) -> str:
+    tenant, _, agent = subject_identity(subject)
+    return naming.agent_inbox_prefix(tenant, agent) + "."
+
+
+def reply_allowed(subject: str, reply_to: str) -> bool:
+    """Whether a command that came on ``subject`` may have its result sent to
+    ``reply_to``: only inside the inbox of the agent the subject names (which only that
+    agent can subscribe to). Anything else (another tenant's inbox, an audit or command
+    subject) is ignored, so a header cannot make the worker publish where it chooses."""
+    try:
+        return (
+            reply_to.startswith(_reply_prefix(subject))
+            and "*" not in reply_to
+            and ">" not in reply_to
+        )
+    except ValueError:
+        return False
