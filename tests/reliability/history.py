@@ -26,12 +26,13 @@ import contextlib
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from redis.asyncio import Redis
 
@@ -327,11 +328,7 @@ async def read_log(nc: NatsClient, tenant: str) -> list[tuple[tuple[int, int], C
     )
     out: list[tuple[tuple[int, int], Command]] = []
     try:
-        while True:
-            try:
-                msgs = await sub.fetch(2000, timeout=1.0)
-            except TimeoutError:
-                break
+        async for msgs in to_the_end(sub):
             for msg in msgs:
                 seq = msg.metadata.sequence.stream
                 batched = bool(msg.headers) and naming.BATCH_HEADER in msg.headers
@@ -342,10 +339,6 @@ async def read_log(nc: NatsClient, tenant: str) -> list[tuple[tuple[int, int], C
                 for index, part in enumerate(parts):  # a batch's commands, in order
                     with contextlib.suppress(Exception):  # hostile input: not a command
                         out.append(((seq, index), decode_command(part)))
-            if len(msgs) < 2000:
-                pending = (await sub.consumer_info()).num_pending
-                if pending == 0:
-                    break
     finally:
         with contextlib.suppress(Exception):
             await sub.unsubscribe()
@@ -556,22 +549,32 @@ async def dead_letters(nc: NatsClient, limit_s: float = 120.0) -> list[DeadLette
         config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL),
     )
     letters: list[DeadLetter] = []
-    deadline = time.monotonic() + limit_s
     try:
-        while True:
-            try:
-                msgs = await sub.fetch(2000, timeout=1.0)
-            except TimeoutError:
-                # A fetch that times out is not the end of the stream on a busy machine
-                # (it cut 4,400 of 10,000 letters once): the consumer's pending count is.
-                if (await sub.consumer_info()).num_pending == 0:
-                    return letters
-                if time.monotonic() > deadline:
-                    raise
-                continue
+        async for msgs in to_the_end(sub, limit_s):
             letters += [decode(msg.data, DeadLetter) for msg in msgs]
     finally:
         await sub.unsubscribe()
+    return letters
+
+
+async def to_the_end(sub: Any, limit_s: float = 120.0) -> AsyncIterator[list[Msg]]:
+    """Batches of a pull subscription's messages until its consumer has none pending.
+    A fetch that times out is not the end of the stream on a busy machine (stopping
+    there cut 4,400 of 10,000 dead letters once, and once left 46 acknowledged commands
+    out of the log the checker read, reported as lost): the consumer's count is."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            msgs = await sub.fetch(2000, timeout=1.0)
+        except TimeoutError:
+            if (await sub.consumer_info()).num_pending == 0:
+                return
+            if time.monotonic() > deadline:
+                raise
+            continue
+        yield msgs
+        if len(msgs) < 2000 and (await sub.consumer_info()).num_pending == 0:
+            return  # short of a full batch and nothing left: no need to wait out a fetch
 
 
 async def wait_idle(nc: NatsClient, shards: int, limit_s: float = 30.0) -> None:
