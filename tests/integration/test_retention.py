@@ -9,11 +9,15 @@ import dataclasses
 
 import pytest
 
+from tests.eventually import eventually
+from tests.harness import ServiceSet
 from zeromem import naming
-from zeromem.bus import connect_nats, provision
+from zeromem.bus import connect_nats, connect_redis, provision, shard_backlogs
 from zeromem.lifecycle.settings import LifecycleSettings
+from zeromem.lifecycle.snapshot import differences, snapshot
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
+from zeromem.store.keys import RedisKeys
 from zeromem.worker.rebuild import TruncatedLogError, rebuild
 
 
@@ -116,9 +120,7 @@ async def test_rebuild_refuses_a_log_that_lost_its_first_commands(isolated: Sett
     ) as client:
         for i in range(5):
             await client.put(f"user:u1:k{i}", i, wait="stored")
-    redis_marker = "zm:acme:m:user:u1:marker"
-    from zeromem.bus import connect_redis
-
+    redis_marker = RedisKeys("acme").item("user:u1:marker")
     redis = connect_redis(isolated)
     await redis.hset(redis_marker, "v", "1")
     # as an age limit (or a purge) would: the first commands are gone
@@ -128,3 +130,97 @@ async def test_rebuild_refuses_a_log_that_lost_its_first_commands(isolated: Sett
     assert await redis.hget(redis_marker, "v") == b"1"  # nothing was cleared
     await redis.aclose()
     await nc.close()
+
+
+async def _results(redis, tenant: str, shards: int) -> dict[int, tuple[int, int, int]]:  # type: ignore[no-untyped-def]
+    """Per shard: members of the results index, the bytes it counts, the bytes its
+    members name."""
+    out = {}
+    for shard in range(shards):
+        keys = RedisKeys(tenant)
+        members = await redis.zrange(keys.results(shard), 0, -1)
+        if not members:
+            continue
+        named = sum(int(m.split(b" ", 1)[0]) for m in members)
+        out[shard] = (len(members), int(await redis.get(keys.results_bytes(shard)) or 0), named)
+    return out
+
+
+async def test_idempotency_records_stay_within_their_bounds_under_load(isolated: Settings) -> None:
+    limits = dataclasses.replace(isolated.limits, idempotency_records=40)
+    settings = dataclasses.replace(isolated, limits=limits)
+    services = await ServiceSet.start(settings)
+    redis = connect_redis(settings)
+    try:
+        async with await MemoryClient.connect(
+            settings.nats_url, tenant="acme", shards=settings.shards
+        ) as client:
+            first = await client.put("user:u0:k", 0, wait="applied")
+            one = await redis.get(RedisKeys("acme").command(first.command_id))
+            record = len(RedisKeys("acme").command(first.command_id)) + len(one)
+            print(f"one put's record: {record} bytes (key and value)")
+            owners = [f"user:u{i}" for i in range(24)]
+            for i in range(1200):  # fire and forget: batches of many commands per message
+                await client.put(f"{owners[i % 24]}:k", i, wait="none")
+            await client.put("user:u0:k", "last", wait="applied")
+            await client.flush()
+            await eventually(
+                lambda: client.get("user:u23:k"), lambda item: item is not None and item.value
+            )
+        found = await _results(redis, "acme", settings.shards)
+        shard = next(iter(found))
+        index = await redis.memory_usage(RedisKeys("acme").results(shard))
+        last = await redis.zrange(RedisKeys("acme").results(shard), -1, -1)
+        kept = await redis.memory_usage(last[0].split(b" ", 1)[1])
+        print(
+            f"in Redis: a record {kept} bytes, the index {index / found[shard][0]:.0f} per member"
+        )
+        assert found and all(n <= 40 for n, _, _ in found.values()), found
+        # the byte count is exactly what the members carry
+        assert all(counted == named for _, counted, named in found.values()), found
+        # and every stored result is in an index: nothing outside the bound survives
+        stored = [k async for k in redis.scan_iter(match="zm:acme:c:*", count=1000)]
+        assert len(stored) == sum(n for n, _, _ in found.values()) <= 40 * settings.shards
+        # the oldest went first: the first put's record is gone, the last one's is kept
+        assert await redis.get(RedisKeys("acme").command(first.command_id)) is None
+        assert record < 400
+
+        # a rebuild keeps the same records: what survives does not depend on the order in
+        # which the workers (batch by batch, shards interleaved) or the replay recorded it
+        nc = await connect_nats(settings, "retention-test")
+        try:
+            await eventually(
+                lambda: shard_backlogs(nc.jetstream(), settings.shards),
+                lambda backlogs: all(b == 0 for b in backlogs.values()),
+                timeout=30.0,
+            )
+            before = await snapshot(redis, "acme")
+            await rebuild(settings, tenant="acme", nc=nc, redis=redis)
+            assert differences(before, await snapshot(redis, "acme")) == []
+        finally:
+            await nc.close()
+    finally:
+        await redis.aclose()
+        await services.stop()
+
+
+async def test_the_byte_bound_holds_too(isolated: Settings) -> None:
+    limits = dataclasses.replace(isolated.limits, idempotency_records=0, idempotency_bytes=4096)
+    settings = dataclasses.replace(isolated, limits=limits)
+    services = await ServiceSet.start(settings)
+    redis = connect_redis(settings)
+    try:
+        async with await MemoryClient.connect(
+            settings.nats_url, tenant="acme", shards=settings.shards
+        ) as client:
+            for i in range(600):
+                await client.put(f"user:u{i % 8}:k", i, wait="none")
+            await client.put("user:u0:k", "last", wait="applied")
+            await client.flush()
+        found = await _results(redis, "acme", settings.shards)
+        assert found and all(counted <= 4096 for _, counted, _ in found.values()), found
+        assert all(counted == named for _, counted, named in found.values()), found
+        assert sum(n for n, _, _ in found.values()) < 600
+    finally:
+        await redis.aclose()
+        await services.stop()

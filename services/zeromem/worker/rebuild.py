@@ -137,7 +137,14 @@ async def rebuild(
     # The workers' own applier under the rebuild's token, reporting nothing (no results,
     # change feed or audit: those went out when the commands were first applied).
     applier = Applier(
-        Store(redis, result_ttl_s=settings.result_ttl_s, tombstone_ttl_s=settings.tombstone_ttl_s),
+        # the workers' bounds on stored results too: the replay keeps the same ones
+        Store(
+            redis,
+            result_ttl_s=settings.result_ttl_s,
+            tombstone_ttl_s=settings.tombstone_ttl_s,
+            result_records=settings.limits.idempotency_records,
+            result_bytes=settings.limits.idempotency_bytes,
+        ),
         # the workers' rules, redaction of derived content included: the same decisions
         default_engine(settings.max_clock_skew_s, Redactor(lifecycle.sensitive_pattern)),
         token=token,
