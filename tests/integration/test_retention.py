@@ -5,16 +5,22 @@ a rebuild refuses a log that lost its first commands."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import time
+from collections.abc import AsyncIterator
 
 import pytest
+from redis.asyncio import Redis
 
 from tests.eventually import eventually
 from tests.harness import ServiceSet
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis, provision, shard_backlogs
+from zeromem.ids import new_command_id
 from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.lifecycle.snapshot import differences, snapshot
+from zeromem.schemas import Applied, Put, Result, decode_result, encode
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 from zeromem.store.keys import RedisKeys
@@ -146,47 +152,59 @@ async def _results(redis, tenant: str, shards: int) -> dict[int, tuple[int, int,
     return out
 
 
-async def test_idempotency_records_stay_within_their_bounds_under_load(isolated: Settings) -> None:
-    limits = dataclasses.replace(isolated.limits, idempotency_records=40)
-    settings = dataclasses.replace(isolated, limits=limits)
+async def _send_as_new_message(client: MemoryClient, command: Put) -> Result:
+    """``command`` published again under another JetStream message id, as it would be
+    once the duplicate window is past; its result."""
+    subject = naming.command_subject(
+        command.tenant, naming.shard_for(command.tenant, "user:u0", client.shards), command.agent
+    )
+    inbox = client.nc.new_inbox()
+    sub = await client.nc.subscribe(inbox)
+    await client.js.publish(
+        subject,
+        encode(command),
+        headers={naming.MSG_ID_HEADER: new_command_id(), naming.REPLY_HEADER: inbox},
+    )
+    return decode_result((await sub.next_msg(timeout=10)).data)
+
+
+@contextlib.asynccontextmanager
+async def _bounded(
+    isolated: Settings, **bounds: int
+) -> AsyncIterator[tuple[Settings, Redis, MemoryClient]]:
+    """Workers with these bounds on stored results, Redis, and a client of tenant acme."""
+    settings = dataclasses.replace(isolated, limits=dataclasses.replace(isolated.limits, **bounds))
     services = await ServiceSet.start(settings)
     redis = connect_redis(settings)
     try:
         async with await MemoryClient.connect(
             settings.nats_url, tenant="acme", shards=settings.shards
         ) as client:
-            first = await client.put("user:u0:k", 0, wait="applied")
-            one = await redis.get(RedisKeys("acme").command(first.command_id))
-            record = len(RedisKeys("acme").command(first.command_id)) + len(one)
-            print(f"one put's record: {record} bytes (key and value)")
-            owners = [f"user:u{i}" for i in range(24)]
-            for i in range(1200):  # fire and forget: batches of many commands per message
-                await client.put(f"{owners[i % 24]}:k", i, wait="none")
-            await client.put("user:u0:k", "last", wait="applied")
-            await client.flush()
-            await eventually(
-                lambda: client.get("user:u23:k"), lambda item: item is not None and item.value
-            )
-        found = await _results(redis, "acme", settings.shards)
-        shard = next(iter(found))
-        index = await redis.memory_usage(RedisKeys("acme").results(shard))
-        last = await redis.zrange(RedisKeys("acme").results(shard), -1, -1)
-        kept = await redis.memory_usage(last[0].split(b" ", 1)[1])
-        print(
-            f"in Redis: a record {kept} bytes, the index {index / found[shard][0]:.0f} per member"
-        )
-        assert found and all(n <= 40 for n, _, _ in found.values()), found
-        # the byte count is exactly what the members carry
-        assert all(counted == named for _, counted, named in found.values()), found
-        # and every stored result is in an index: nothing outside the bound survives
-        stored = [k async for k in redis.scan_iter(match="zm:acme:c:*", count=1000)]
-        assert len(stored) == sum(n for n, _, _ in found.values()) <= 40 * settings.shards
-        # the oldest went first: the first put's record is gone, the last one's is kept
-        assert await redis.get(RedisKeys("acme").command(first.command_id)) is None
-        assert record < 400
+            yield settings, redis, client
+    finally:
+        await redis.aclose()
+        await services.stop()
 
-        # a rebuild keeps the same records: what survives does not depend on the order in
-        # which the workers (batch by batch, shards interleaved) or the replay recorded it
+
+async def test_idempotency_records_stay_within_their_bounds_under_load(isolated: Settings) -> None:
+    async with _bounded(isolated, idempotency_records=40) as (settings, redis, client):
+        original = Put(
+            id=new_command_id(),
+            tenant="acme",
+            agent=client.agent,
+            ts=time.time(),
+            key="user:u0:k",
+            value=0,
+        )
+        first = await client.send(original, wait="applied")
+        one = await redis.get(RedisKeys("acme").command(first.command_id))
+        record = len(RedisKeys("acme").command(first.command_id)) + len(one)
+        print(f"one put's record: {record} bytes (key and value)")
+        owners = [f"user:u{i}" for i in range(24)]
+        for i in range(1200):  # fire and forget: batches of many commands per message
+            await client.put(f"{owners[i % 24]}:k", i, wait="none")
+        await client.put("user:u0:k", "last", wait="applied")
+        await client.flush()
         nc = await connect_nats(settings, "retention-test")
         try:
             await eventually(
@@ -194,33 +212,45 @@ async def test_idempotency_records_stay_within_their_bounds_under_load(isolated:
                 lambda backlogs: all(b == 0 for b in backlogs.values()),
                 timeout=30.0,
             )
+            found = await _results(redis, "acme", settings.shards)
+            shard = next(iter(found))
+            index = await redis.memory_usage(RedisKeys("acme").results(shard))
+            last = await redis.zrange(RedisKeys("acme").results(shard), -1, -1)
+            kept = await redis.memory_usage(last[0].split(b" ", 1)[1])
+            per_member = index / found[shard][0]
+            print(f"in Redis: a record {kept} bytes, the index {per_member:.0f} per member")
+            assert all(n <= 40 for n, _, _ in found.values()), found
+            # the byte count is exactly what the members carry
+            assert all(counted == named for _, counted, named in found.values()), found
+            # every stored result is in an index: nothing outside the bound survives
+            stored = [k async for k in redis.scan_iter(match="zm:acme:c:*", count=1000)]
+            assert len(stored) == sum(n for n, _, _ in found.values()) <= 40 * settings.shards
+            # the oldest went first: the first put's record is gone
+            assert await redis.get(RedisKeys("acme").command(first.command_id)) is None
+            assert record < 400
+            # what the bound gives up (docs/retention.md): that command, sent again as a
+            # new message (past JetStream's duplicate window), is applied as a new one
+            again = await _send_as_new_message(client, original)
+            assert type(again) is Applied and again.version > first.version
+
+            # a rebuild keeps the same records: what survives does not depend on the order
+            # in which the workers (batch by batch, shards interleaved) or the replay
+            # recorded it
             before = await snapshot(redis, "acme")
             await rebuild(settings, tenant="acme", nc=nc, redis=redis)
             assert differences(before, await snapshot(redis, "acme")) == []
         finally:
             await nc.close()
-    finally:
-        await redis.aclose()
-        await services.stop()
 
 
 async def test_the_byte_bound_holds_too(isolated: Settings) -> None:
-    limits = dataclasses.replace(isolated.limits, idempotency_records=0, idempotency_bytes=4096)
-    settings = dataclasses.replace(isolated, limits=limits)
-    services = await ServiceSet.start(settings)
-    redis = connect_redis(settings)
-    try:
-        async with await MemoryClient.connect(
-            settings.nats_url, tenant="acme", shards=settings.shards
-        ) as client:
-            for i in range(600):
-                await client.put(f"user:u{i % 8}:k", i, wait="none")
-            await client.put("user:u0:k", "last", wait="applied")
-            await client.flush()
+    bounds = {"idempotency_records": 0, "idempotency_bytes": 4096}
+    async with _bounded(isolated, **bounds) as (settings, redis, client):
+        for i in range(600):
+            await client.put(f"user:u{i % 8}:k", i, wait="none")
+        await client.put("user:u0:k", "last", wait="applied")
+        await client.flush()
         found = await _results(redis, "acme", settings.shards)
         assert found and all(counted <= 4096 for _, counted, _ in found.values()), found
         assert all(counted == named for _, counted, named in found.values()), found
         assert sum(n for n, _, _ in found.values()) < 600
-    finally:
-        await redis.aclose()
-        await services.stop()
