@@ -15,12 +15,13 @@ from redis.asyncio import Redis
 
 from tests.eventually import eventually
 from tests.harness import ServiceSet
+from tests.resend import send_as_new_message
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis, provision, shard_backlogs
 from zeromem.ids import new_command_id
 from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.lifecycle.snapshot import differences, snapshot
-from zeromem.schemas import Applied, Put, Result, decode_result, encode
+from zeromem.schemas import Applied, Put
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 from zeromem.store.keys import RedisKeys
@@ -152,22 +153,6 @@ async def _results(redis, tenant: str, shards: int) -> dict[int, tuple[int, int,
     return out
 
 
-async def _send_as_new_message(client: MemoryClient, command: Put) -> Result:
-    """``command`` published again under another JetStream message id, as it would be
-    once the duplicate window is past; its result."""
-    subject = naming.command_subject(
-        command.tenant, naming.shard_for(command.tenant, "user:u0", client.shards), command.agent
-    )
-    inbox = client.nc.new_inbox()
-    sub = await client.nc.subscribe(inbox)
-    await client.js.publish(
-        subject,
-        encode(command),
-        headers={naming.MSG_ID_HEADER: new_command_id(), naming.REPLY_HEADER: inbox},
-    )
-    return decode_result((await sub.next_msg(timeout=10)).data)
-
-
 @contextlib.asynccontextmanager
 async def _bounded(
     isolated: Settings, **bounds: int
@@ -230,7 +215,7 @@ async def test_idempotency_records_stay_within_their_bounds_under_load(isolated:
             assert record < 400
             # what the bound gives up (docs/retention.md): that command, sent again as a
             # new message (past JetStream's duplicate window), is applied as a new one
-            again = await _send_as_new_message(client, original)
+            again = await send_as_new_message(client, original)
             assert type(again) is Applied and again.version > first.version
 
             # a rebuild keeps the same records: what survives does not depend on the order
