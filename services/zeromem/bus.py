@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -130,13 +131,21 @@ def connect_redis(settings: Settings) -> Redis:
 
 
 def command_stream_config(settings: Settings) -> StreamConfig:
+    """The command log. Full (``stream_max_bytes``), it refuses new commands rather than
+    dropping old ones: the log is the system of record and ``zeromem rebuild`` replays it
+    from its first command, so losing the oldest would silently rebuild a state without
+    them. A refused publish is an error the agent sees (``maximum bytes exceeded``) and
+    an operator fixes by raising the cap; a dropped command would be noticed by nobody
+    until a rebuild. Only an explicit ``stream_max_age_s`` drops history, and a rebuild
+    then refuses to run (worker/rebuild.py)."""
     return StreamConfig(
         name=naming.COMMAND_STREAM,
         subjects=naming.command_stream_subjects(settings.shards),
         retention=RetentionPolicy.LIMITS,  # the log is kept: audit and rebuild read it
         storage=StorageType.FILE,
-        discard=DiscardPolicy.OLD,
+        discard=DiscardPolicy.NEW,
         max_age=settings.stream_max_age_s or None,
+        max_bytes=settings.stream_max_bytes or None,
         duplicate_window=settings.dedupe_window_s,
         num_replicas=settings.stream_replicas,
     )
@@ -148,7 +157,9 @@ def dead_letter_stream_config(settings: Settings) -> StreamConfig:
         subjects=[naming.DEAD_LETTER_SUBJECTS],
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
-        max_age=30 * 24 * 3600,
+        discard=DiscardPolicy.OLD,
+        max_age=settings.dead_letter_max_age_s or None,
+        max_bytes=settings.dead_letter_max_bytes or None,
         num_replicas=settings.stream_replicas,
     )
 
@@ -176,6 +187,7 @@ def audit_stream_config(settings: Settings, lifecycle: LifecycleSettings) -> Str
         storage=StorageType.FILE,
         discard=DiscardPolicy.OLD,
         max_age=lifecycle.audit_max_age_s or None,
+        max_bytes=lifecycle.audit_max_bytes or None,
         num_replicas=settings.stream_replicas,
     )
 
@@ -275,12 +287,35 @@ async def shard_backlogs(js: JetStreamContext, shards: int) -> dict[int, int | N
 
 async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     try:
-        await js.stream_info(config.name or "")
+        info = await js.stream_info(config.name or "")
     except NotFoundError:
         await js.add_stream(config)
         return
-    with contextlib.suppress(Exception):  # an older layout stays usable if an update is refused
+    config = _keep_history(config, info.state.bytes, info.config.max_bytes)
+    try:
         await js.update_stream(config)
+    except (NatsTimeoutError, ServiceUnavailableError):
+        raise  # not ready yet: provision waits and tries again
+    except Exception as exc:  # an older layout stays usable if an update is refused
+        log.warning("stream %s keeps its earlier settings: %s", config.name, exc)
+
+
+def _keep_history(config: StreamConfig, stored: int, current_cap: int | None) -> StreamConfig:
+    """``config``, except that a byte cap below what the command log already holds is
+    not applied: the server would enforce it at once by deleting the oldest commands
+    (whatever the discard policy), which is the loss ``command_stream_config`` avoids."""
+    cap = config.max_bytes or 0
+    if config.name != naming.COMMAND_STREAM or not cap or stored <= cap:
+        return config
+    log.error(
+        "%s holds %d bytes, more than ZEROMEM_STREAM_MAX_BYTES=%d: the cap is not lowered "
+        "(the server would delete the oldest commands to meet it, and rebuild needs them); "
+        "raise the setting",
+        config.name,
+        stored,
+        cap,
+    )
+    return replace(config, max_bytes=current_cap)
 
 
 async def provision(

@@ -50,6 +50,20 @@ class Limits:
     # Characters of a put's ``source``.
     source_chars: int = 256
 
+    # --- idempotency records -------------------------------------------------------------
+    # Stored command results (what answers a command sent again with the same id) of one
+    # tenant on one shard, at most, and the bytes they count for (key and value); past
+    # either bound the oldest by stream order are deleted (each also expires after
+    # ``Settings.result_ttl_s``). A put's record counts 164 bytes and takes 248 in Redis
+    # plus its index member, about 300 in all (measured: tests/integration/
+    # test_retention.py), so the defaults keep a tenant's latest 100,000 commands per
+    # shard, about 30 MB of Redis; the byte bound (16 MiB, as many such records) binds
+    # first when results are larger (a rejection's reason). A command older than that is
+    # still never applied twice when it is redelivered (the shard's recorded position
+    # skips it); one sent again as a new message is (docs/retention.md). 0: no bound.
+    idempotency_records: int = 100_000
+    idempotency_bytes: int = 16 * 1024 * 1024
+
     # --- the worker's handling of failures -----------------------------------------------
     # Attempts at a message whose processing fails for a reason other than an outage
     # (Redis or NATS unreachable, which is retried for as long as it lasts): after these

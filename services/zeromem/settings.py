@@ -33,7 +33,24 @@ class Settings:
     tombstone_ttl_s: int = 7 * 24 * 3600
     lease_ttl_s: float = 10.0
     reaper_interval_s: float = 1.0
-    stream_max_age_s: float = 0.0  # 0 keeps the command log forever (rebuild needs it)
+    # --- retention of the streams (docs/retention.md) ---
+    # The command log (ZM_COMMANDS) is the system of record: ``zeromem rebuild`` replays
+    # it from its first command. 0 keeps it forever; a positive age drops commands older
+    # than that, after which a rebuild refuses to run (it would lose them, see
+    # worker/rebuild.py).
+    stream_max_age_s: float = 0.0
+    # Its byte cap. Past it the server *refuses new commands* (DiscardPolicy.NEW: the
+    # publisher gets "maximum bytes exceeded") instead of dropping the oldest, which would
+    # silently break rebuild; 0: no cap. 8 GiB: about 20 million single puts of ~400
+    # bytes as stored here, and the four streams' default caps (12 GiB together) fit the
+    # smallest JetStream store we ship (k8s base: max_file_store 18GB), which the server
+    # checks when a stream is created.
+    stream_max_bytes: int = 8 << 30
+    # Dead letters (ZM_DEAD_LETTERS): what an operator inspects and replays; a month, and
+    # at most 1 GiB (a flood of refused commands, each carrying the command whole, must
+    # not fill the disk); the oldest go first.
+    dead_letter_max_age_s: float = 30 * 24 * 3600.0
+    dead_letter_max_bytes: int = 1 << 30
     # Copies of every stream on a JetStream cluster (1 on a single server; 3 on a
     # three-node cluster survive the loss of one node with nothing acknowledged lost).
     stream_replicas: int = 1

@@ -7,6 +7,7 @@ import time
 
 from tests.eventually import eventually
 from tests.harness import ServiceSet
+from tests.resend import send_as_new_message
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.schemas import Feedback, Put, Result, decode_result, encode, encode_batch
@@ -31,18 +32,7 @@ async def test_same_command_id_published_twice_is_applied_once(
 
     # Past the dedupe window (simulated with a different message id), the worker's record
     # of the command id answers with the original result and applies nothing.
-    subject = naming.command_subject(
-        client.tenant, naming.shard_for(client.tenant, "user:u1", running.shards), client.agent
-    )
-    inbox = client.nc.new_inbox()
-    sub = await client.nc.subscribe(inbox)
-    await client.js.publish(
-        subject,
-        encode(command),
-        headers={naming.MSG_ID_HEADER: "other-id", naming.REPLY_HEADER: inbox},
-    )
-    msg = await sub.next_msg(timeout=5)
-    result = decode_result(msg.data)
+    result = await send_as_new_message(client, command)
     assert result.command_id == "dup-cmd-1" and result.version == 1
     item = await client.get("user:u1:counter")
     assert item.version == 1

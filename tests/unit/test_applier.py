@@ -36,7 +36,7 @@ class FakeStore:
         self.before_commit: Any = None  # called once before the next commit (a race)
 
     @staticmethod
-    def decision(outcome: Outcome, sequence: int) -> tuple[object, ...]:
+    def decision(outcome: Outcome, sequence: int, shard: int) -> tuple[object, ...]:
         return (outcome, sequence)
 
     @staticmethod

@@ -18,6 +18,7 @@ import msgspec
 
 from zeromem.cli import arguments as arg
 from zeromem.cli.common import (
+    EXIT_FAILED,
     EXIT_USAGE,
     CliError,
     admin_settings,
@@ -235,7 +236,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from zeromem.worker.rebuild import rebuild
+    from zeromem.worker.rebuild import TruncatedLogError, rebuild
 
     what = f"tenant {args.tenant}" if args.tenant else "every tenant"
     if not args.yes:
@@ -261,7 +262,10 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             )
             return await rebuild(settings, tenant=args.tenant or None, progress=update)
 
-    report = asyncio.run(run())
+    try:
+        report = asyncio.run(run())
+    except TruncatedLogError as exc:
+        raise CliError(str(exc), "the rebuild needs the whole command log", EXIT_FAILED) from None
     if args.json:
         print(json.dumps(dataclasses.asdict(report)))
     else:

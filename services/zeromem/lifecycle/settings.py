@@ -26,6 +26,10 @@ class LifecycleSettings:
     archive_after_days: float = 0.0  # 0: the workers schedule no archiving
     archive_interval_s: float = 3600.0
     audit_max_age_s: float = 90 * 24 * 3600.0  # how long the audit stream keeps records
+    # ... and how much of it at most (an entry per applied command: a busy fleet writes
+    # far more than 2 GiB in 90 days, and the trail must not fill the disk); the oldest
+    # entries go first.
+    audit_max_bytes: int = 2 << 30
     change_max_age_s: float = 7 * 24 * 3600.0  # how far back a change feed can resume
     # ... and how much of it is kept at most (events carry the memory: a busy fleet would
     # otherwise fill the disk within the age limit); the oldest events go first.

@@ -2,6 +2,7 @@
 
 from zeromem.sdk.client import MemoryClient, Receipt, Wait
 from zeromem.sdk.errors import (
+    CommandRefusedError,
     ConnectError,
     NoStackError,
     RequestRejectedError,
@@ -12,6 +13,7 @@ from zeromem.sdk.errors import (
 from zeromem.sdk.sync import SyncMemoryClient
 
 __all__ = [
+    "CommandRefusedError",
     "ConnectError",
     "MemoryClient",
     "NoStackError",

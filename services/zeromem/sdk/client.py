@@ -30,7 +30,8 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js.errors import NoStreamResponseError
+from nats.js import JetStreamContext
+from nats.js.errors import APIError, NoStreamResponseError
 from opentelemetry import propagate, trace
 
 from zeromem import naming
@@ -82,6 +83,7 @@ from zeromem.schemas import (
 from zeromem.sdk.acks import AckCounter
 from zeromem.sdk.batching import CommandBatcher
 from zeromem.sdk.errors import (
+    CommandRefusedError,
     ConnectError,
     NoStackError,
     NoStreamError,
@@ -170,7 +172,7 @@ class MemoryClient:
         connected with this agent's credential and inbox prefix (``connect`` does both):
         the server refuses any other agent's subjects."""
         self.nc = nc
-        self.js = nc.jetstream()
+        self.js = _JetStream(nc)
         self.tenant = tenant
         self.agent = agent
         self.shards = shards
@@ -514,6 +516,9 @@ class MemoryClient:
         except NoStreamResponseError:
             self._waiting.pop(command.id, None)
             raise NoStreamError(subject, self.shards) from None
+        except APIError as exc:  # the stream refused it (full: see CommandRefusedError)
+            self._waiting.pop(command.id, None)
+            raise CommandRefusedError(subject, exc.description or str(exc)) from None
         if result_future is None or ack.duplicate:
             # A duplicate was stored before: this publish delivers nothing to a worker, so
             # no result would come for it (it was, or will be, applied as it was then).
@@ -739,6 +744,23 @@ class MemoryClient:
             error = decode(msg.data, ErrorReply)
             raise RequestRejectedError(error.code, error.error)
         return decode(msg.data, reply_type)
+
+
+class _JetStream(JetStreamContext):
+    """nats-py's JetStream context, except that an error acknowledgement of
+    ``publish_async`` (a stream at its byte cap answers ``maximum bytes exceeded``)
+    fails the publish's future. nats-py 2.x *raises* the error inside its reply callback
+    instead (``APIError.from_error`` raises), so the future never completes and the
+    publisher waited out its timeout, told only "no answer"."""
+
+    async def _handle_async_reply(self, msg: Msg) -> None:
+        try:
+            await super()._handle_async_reply(msg)
+        except APIError as exc:
+            token = msg.subject[len(self._nc._inbox_prefix) + 22 + 2 :]  # as nats-py does
+            future = self._publish_async_futures.get(token)
+            if future is not None and not future.done():
+                future.set_exception(exc)
 
 
 def _fit_content(content: str | None) -> str | None:

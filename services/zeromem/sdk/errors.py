@@ -34,6 +34,27 @@ class NoStreamError(ServiceUnavailableError):
         )
 
 
+class CommandRefusedError(ZeromemError):
+    """The command stream refused to store a command; nothing was stored. The usual
+    cause is a command log at its byte cap (``maximum bytes exceeded``): the log refuses
+    new commands rather than dropping old ones (rebuild replays it), until an operator
+    raises ``ZEROMEM_STREAM_MAX_BYTES``."""
+
+    def __init__(self, subject: str, description: str) -> None:
+        self.subject = subject
+        self.description = description
+        full = "maximum bytes" in description or "maximum messages" in description
+        super().__init__(
+            f"the command stream refused {subject}: {description}; nothing was stored"
+            + (
+                " (the command log is full: it refuses new commands rather than drop old "
+                "ones; an operator raises ZEROMEM_STREAM_MAX_BYTES)"
+                if full
+                else ""
+            )
+        )
+
+
 class NoStackError(ZeromemError):
     """No URL was given and no stack of ``zeromem up`` runs in the data directory."""
 

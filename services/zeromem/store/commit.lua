@@ -15,6 +15,8 @@
 --         checked before anything is written, and one stale guard makes every decision
 --         of the call answer 'stale'
 -- ARGV[7] the last stream sequence this worker applied on the shard ('0': none known)
+-- ARGV[8] stored results kept per tenant and shard at most, ARGV[9] their bytes ('0': no
+--         bound; both '0' when decisions carry no results index)
 -- ARGV[5] msgpack array of decisions (strings only: Redis's cmsgpack predates msgpack's
 -- binary type, so the encoded result and item are packed as msgpack raw strings, which
 -- Lua holds byte for byte), each an array:
@@ -27,10 +29,14 @@
 --   12 content changed ('1'/'0')
 --   13 feedback field   14 index operations: flat array of opcode, key, a, b
 --   15 clear the item's expiry on a write ('1'/'0'; only a tombstone has one)
---   16 feedback coalesced into this one: flat array of result key, result; each one not
---      recorded yet is recorded and counted with this one in a single increment
+--   16 feedback coalesced into this one: flat array of result key, result, the command's
+--      stream sequence; each one not recorded yet is recorded and counted with this one
+--      in a single increment
 --   17 the tenant's stored-totals hash (n memories, b bytes of their stored form), moved
 --      by every write, tombstone and archive here, where the old size is known exactly
+--   18 the tenant's results index on this shard (RedisKeys.results; '' = none: results
+--      are not bounded)   19 its byte count (RedisKeys.results_bytes)
+--   20 the command's stream sequence (its result's score in the index)
 --
 -- The keys a decision touches (1, 2, 14, 16, 17) travel inside ARGV[5], not in KEYS: a
 -- batch names tens of keys per command (one posting list per indexed term), and packing
@@ -49,6 +55,31 @@ if ARGV[7] and ARGV[7] ~= '0' then
   if tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0') < tonumber(ARGV[7]) then
     return 'behind'
   end
+end
+
+local max_records = tonumber(ARGV[8] or '0')
+local max_bytes = tonumber(ARGV[9] or '0')
+
+-- Index a result just recorded and keep only the newest of the tenant's results on the
+-- shard: by stream sequence (then by member, so the survivors do not depend on the order
+-- in which a worker or a rebuild recorded them), dropping the oldest until both bounds
+-- hold. A member is "{bytes} {result key}": what it counts for travels with it, so the
+-- count stays exact when a result expired on its own before being dropped here.
+local function remember(d, result_key, result, score)
+  if not d[18] or d[18] == '' then return end
+  local size = #result_key + #result
+  redis.call('ZADD', d[18], score, size .. ' ' .. result_key)
+  local bytes = redis.call('INCRBY', d[19], size)
+  while (max_records > 0 and redis.call('ZCARD', d[18]) > max_records)
+      or (max_bytes > 0 and bytes > max_bytes) do
+    local oldest = redis.call('ZPOPMIN', d[18])
+    if #oldest == 0 then break end
+    local dropped, key = string.match(oldest[1], '^(%d+) (.+)$')
+    redis.call('DEL', key)
+    bytes = redis.call('DECRBY', d[19], tonumber(dropped))
+  end
+  redis.call('EXPIRE', d[18], ARGV[3])
+  redis.call('EXPIRE', d[19], ARGV[3])
 end
 
 local function stale(d)
@@ -74,8 +105,11 @@ local function apply(d)
   -- The result is recorded first, only if the command id has none yet: one call both
   -- checks for a duplicate and records. (A duplicate that fails its guard answers 'stale'
   -- above; decided again, it is found by the worker's own look-up.)
-  if d[2] ~= '' and not redis.call('SET', d[2], d[4], 'NX', 'EX', ARGV[3]) then
-    return {'dup', redis.call('GET', d[2])}
+  if d[2] ~= '' then
+    if not redis.call('SET', d[2], d[4], 'NX', 'EX', ARGV[3]) then
+      return {'dup', redis.call('GET', d[2])}
+    end
+    remember(d, d[2], d[4], d[20])
   end
 
   if d[17] and (action == 'w' or action == 't' or action == 'a') then
@@ -105,9 +139,10 @@ local function apply(d)
   elseif action == 'f' then
     local count = 1
     local followers = d[16]
-    for i = 1, #followers, 2 do
+    for i = 1, #followers, 3 do
       if not redis.call('GET', followers[i]) then
         redis.call('SET', followers[i], followers[i + 1], 'EX', ARGV[3])
+        remember(d, followers[i], followers[i + 1], followers[i + 2])
         count = count + 1
       end
     end

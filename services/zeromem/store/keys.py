@@ -88,6 +88,17 @@ class RedisKeys:
         """The stored result of an applied command: makes a redelivery idempotent."""
         return f"zm:{self.tenant}:c:{command_id}"
 
+    def results(self, shard: int) -> str:
+        """Sorted set of the tenant's stored command results on ``shard``: member
+        "{bytes} {result key}", score the command's stream sequence. The commit script
+        keeps the newest (Limits.idempotency_records / _bytes) and deletes the results it
+        drops; ``bytes`` is what the record counts for (its key and value)."""
+        return f"zm:{self.tenant}:r:{shard}"
+
+    def results_bytes(self, shard: int) -> str:
+        """String: the bytes the members of ``results(shard)`` count for, together."""
+        return f"zm:{self.tenant}:rb:{shard}"
+
     def keys(self) -> str:
         """Sorted set of every live key (score 0), listed by prefix with ZRANGEBYLEX."""
         return f"zm:{self.tenant}:keys"

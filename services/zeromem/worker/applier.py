@@ -239,6 +239,7 @@ class Applier:
                 outcome = decide(item.command, item.key, state, item.timestamp, item.importing)
             except Exception as exc:  # a command the rules cannot handle is refused, not retried
                 outcome = self._refused(shard, item, CommandFailed("decide", exc), state)
+            outcome.sequence = item.sequence  # a follower's too (coalesced feedback)
             outcomes.append(outcome)
             committed_at.append(i)
             if outcome.action is COUNT_FEEDBACK:
@@ -252,18 +253,18 @@ class Applier:
         for n, i in enumerate(committed_at):
             item = batch[i]
             try:
-                decision = self._prepare(item, outcomes[n])
+                decision = self._prepare(shard, item, outcomes[n])
             except CommandFailed as failure:
                 outcome = outcomes[n]
                 outcomes[n] = self._refused(shard, item, failure, outcome)
                 for j in followed.pop(i, ()):  # coalesced with it: each decided again alone
                     redo_now.append(j)
-                decision = self._prepare(item, outcomes[n])
+                decision = self._prepare(shard, item, outcomes[n])
             if quotas and outcomes[n].action in _STORING:
                 over = self._over_quota(item, outcomes[n], decision, sizes, totals)
                 if over is not None:
                     outcomes[n] = self._quota_refused(item, outcomes[n], over)
-                    decision = self._prepare(item, outcomes[n])
+                    decision = self._prepare(shard, item, outcomes[n])
             decisions.append(decision)
         # A command that leaves part of its message unapplied carries no position (0): the
         # shard's recorded position only ever covers whole messages.
@@ -405,7 +406,7 @@ class Applier:
                     shard, batch[i], CommandFailed("commit", exc), outcomes[n]
                 )
                 (reply,) = await self.store.commit_decisions(
-                    [self._prepare(batch[i], outcomes[n])],
+                    [self._prepare(shard, batch[i], outcomes[n])],
                     shard=shard,
                     lease_token=self.token,
                     applied_through=applied_through,
@@ -431,7 +432,7 @@ class Applier:
                 raise
             outcome = self._refused(shard, item, CommandFailed("apply", exc))
             (reply,) = await self.store.commit_decisions(
-                [self._prepare(item, outcome)],
+                [self._prepare(shard, item, outcome)],
                 shard=shard,
                 lease_token=self.token,
                 applied_through=self._applied_through.get(shard, 0),
@@ -476,6 +477,7 @@ class Applier:
             else:
                 outcomes = await self._decide_owner(command, item.timestamp)  # type: ignore[arg-type]
             position = item.position
+            outcomes[-1].sequence = item.sequence  # the summary: the one that is recorded
             sequences = [0] * (len(outcomes) - 1) + [position]
             replies = await self.store.commit(
                 outcomes,
@@ -547,12 +549,13 @@ class Applier:
             self.stats.rejected += 1
             tally[(result.tenant, result.op, "rejected")] += 1
 
-    def _prepare(self, item: Admitted, outcome: Outcome) -> tuple[object, ...]:
+    def _prepare(self, shard: int, item: Admitted, outcome: Outcome) -> tuple[object, ...]:
         """Everything of one command that can be done before the commit: its decision
         encoded for the script, and (with a ``report`` hook) its result encoded and its
         audit entry. Raises ``CommandFailed`` naming the stage that failed."""
+        outcome.sequence = item.sequence
         try:
-            decision = self.store.decision(outcome, item.position)
+            decision = self.store.decision(outcome, item.position, shard)
         except Exception as exc:
             raise CommandFailed("encode", exc) from exc
         if self.report is not None:

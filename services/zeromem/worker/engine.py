@@ -107,6 +107,9 @@ class Outcome:
     # Feedback coalesced into this one (same key and kind, same batch): counted together
     # in one increment, each still recorded under its own command id.
     followers: list[Outcome] = field(default_factory=list)
+    # The command's stream sequence, set by the applier: its result's place among the
+    # tenant's results on the shard, which keep only the newest (Limits.idempotency_*).
+    sequence: int = 0
 
 
 DEFAULT_MAX_CLOCK_SKEW_S = 300.0

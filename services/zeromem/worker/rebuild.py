@@ -13,6 +13,12 @@ nothing is applied twice. Finally memories whose time to live passed are reaped,
 the same tombstones the reaper made before (named after what expired).
 
 What is not derived from the log is kept: the leases, and recall's usage ledger.
+
+The replay needs the log from its first command. The command stream never drops commands
+for space (bus.command_stream_config refuses new ones when full), but an operator may give
+it an age (``ZEROMEM_STREAM_MAX_AGE_S``) or purge it; a log that no longer starts at
+sequence 1 is refused before anything is cleared (``TruncatedLogError``): a replay of what
+is left would rebuild a state without the earlier commands and call it done.
 """
 
 from __future__ import annotations
@@ -48,6 +54,18 @@ from zeromem.worker.store import Store
 log = logging.getLogger(__name__)
 
 REPLAY_BATCH = 1024
+
+
+class TruncatedLogError(RuntimeError):
+    """The command log lost its first commands: a replay cannot rebuild the state."""
+
+    def __init__(self, first_sequence: int) -> None:
+        self.first_sequence = first_sequence
+        super().__init__(
+            f"the command log starts at sequence {first_sequence}: the commands before it "
+            "were removed (ZEROMEM_STREAM_MAX_AGE_S, or a purge), so a replay would rebuild "
+            "a state without them. Nothing was changed; Redis keeps its state"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +137,14 @@ async def rebuild(
     # The workers' own applier under the rebuild's token, reporting nothing (no results,
     # change feed or audit: those went out when the commands were first applied).
     applier = Applier(
-        Store(redis, result_ttl_s=settings.result_ttl_s, tombstone_ttl_s=settings.tombstone_ttl_s),
+        # the workers' bounds on stored results too: the replay keeps the same ones
+        Store(
+            redis,
+            result_ttl_s=settings.result_ttl_s,
+            tombstone_ttl_s=settings.tombstone_ttl_s,
+            result_records=settings.limits.idempotency_records,
+            result_bytes=settings.limits.idempotency_bytes,
+        ),
         # the workers' rules, redaction of derived content included: the same decisions
         default_engine(settings.max_clock_skew_s, Redactor(lifecycle.sensitive_pattern)),
         token=token,
@@ -144,6 +169,8 @@ async def rebuild(
     try:
         await asyncio.sleep(0)  # the first lease write goes out before anything else
         info = await js.stream_info(naming.COMMAND_STREAM)
+        if (info.state.first_seq or 1) > 1:
+            raise TruncatedLogError(info.state.first_seq)
         last = info.state.last_seq
         total = info.state.messages
         if tenant:

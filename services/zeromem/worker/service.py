@@ -106,7 +106,11 @@ class WorkerService:
         self.limits = settings.limits
         self.leases = ShardLeases(redis, settings.lease_ttl_s)
         store = Store(
-            redis, result_ttl_s=settings.result_ttl_s, tombstone_ttl_s=settings.tombstone_ttl_s
+            redis,
+            result_ttl_s=settings.result_ttl_s,
+            tombstone_ttl_s=settings.tombstone_ttl_s,
+            result_records=self.limits.idempotency_records,
+            result_bytes=self.limits.idempotency_bytes,
         )
         self.applier = Applier(
             store,

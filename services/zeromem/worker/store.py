@@ -42,10 +42,22 @@ _PLAIN_REPLIES = {status.encode(): CommitReply(status) for status in (OK, STALE)
 
 
 class Store:
-    def __init__(self, redis: Redis, *, result_ttl_s: int, tombstone_ttl_s: int) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        result_ttl_s: int,
+        tombstone_ttl_s: int,
+        result_records: int = 0,
+        result_bytes: int = 0,
+    ) -> None:
         self.redis = redis
         self.result_ttl_s = result_ttl_s
         self.tombstone_ttl_ms = tombstone_ttl_s * 1000
+        # Stored results kept per tenant and shard (Limits.idempotency_*; 0: no bound)
+        self.result_records = result_records
+        self.result_bytes = result_bytes
+        self._bounded = bool(result_records or result_bytes)
 
     async def read(
         self, keys: Sequence[tuple[str, str]], command_ids: Sequence[tuple[str, str]]
@@ -116,7 +128,7 @@ class Store:
         """Commit decided outcomes in order, in one script call (one round trip and one
         argument, whatever the batch size: packing arguments one by one was the worker's
         largest cost)."""
-        decisions = [self.decision(o, s) for o, s in zip(outcomes, sequences, strict=True)]
+        decisions = [self.decision(o, s, shard) for o, s in zip(outcomes, sequences, strict=True)]
         return await self.commit_decisions(
             decisions,
             shard=shard,
@@ -125,10 +137,11 @@ class Store:
             applied_through=applied_through,
         )
 
-    @staticmethod
-    def decision(outcome: Outcome, sequence: int) -> tuple[object, ...]:
+    def decision(self, outcome: Outcome, sequence: int, shard: int) -> tuple[object, ...]:
         """One outcome as the commit script reads it (everything encoded): built per
-        command, so that a command whose parts cannot be encoded fails on its own."""
+        command, so that a command whose parts cannot be encoded fails on its own.
+        ``sequence`` is the position the shard may record ('0' on all but a message's last
+        command); the command's own sequence is ``outcome.sequence``."""
         command = outcome.command
         keys = redis_keys(command.tenant)
         result = outcome.result
@@ -154,10 +167,17 @@ class Store:
             outcome.feedback_field,
             _flat_ops(ops) if ops else (),
             "1" if outcome.clears_expiry else "0",
-            [x for f in followers for x in (keys.command(f.command.id), _ENCODE(f.result))]
+            [
+                x
+                for f in followers
+                for x in (keys.command(f.command.id), _ENCODE(f.result), str(f.sequence))
+            ]
             if followers
             else (),
             keys.stored(),
+            keys.results(shard) if self._bounded else "",
+            keys.results_bytes(shard) if self._bounded else "",
+            str(outcome.sequence),
         )
 
     @staticmethod
@@ -193,6 +213,8 @@ class Store:
                 _PACK(list(decisions)),
                 "1" if atomic else "0",
                 applied_through,
+                self.result_records,
+                self.result_bytes,
             ],
         )
         if replies == b"fenced":
