@@ -336,3 +336,19 @@ async def _hold(gate: TenantGate, tenant: str, until: asyncio.Event | None = Non
     async with gate.slot(tenant):
         if until is not None:
             await until.wait()
+
+
+async def test_a_slow_turn_is_logged_with_the_gates_state(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from zeromem.query import gate as gate_module
+
+    monkeypatch.setattr(gate_module, "SLOW_TURN_S", 0.05)
+    gate = _shared_gate(share=0.5)
+    gate._share["a"] = [-0.05, time.monotonic()]  # 0.1 s to earn back
+    with caplog.at_level(logging.WARNING, logger="zeromem.query.gate"):
+        async with gate.slot("a"):
+            state = gate.state()
+    assert state["busy"] == 1 and state["active"] == {"a": 1} and state["shared"]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "tenant 'a' waited 0.1 s for its turn" in line and "'share_s': {'a': 0.0" in line
