@@ -11,7 +11,13 @@ from faststream.nats import NatsBroker
 from nats.aio.client import Client as NatsClient
 from redis.asyncio import Redis
 
-from zeromem.bus import connect_nats, connect_redis, connection_events, nats_connect_options
+from zeromem.bus import (
+    READ_COMMAND_TIMEOUT_S,
+    connect_nats,
+    connect_redis,
+    connection_events,
+    nats_connect_options,
+)
 from zeromem.health import Health
 from zeromem.heap import settle_after_start
 from zeromem.query.dump import read_service_state
@@ -75,7 +81,7 @@ class ReadServices:
 
 
 async def run_read_services(settings: Settings) -> None:
-    redis = connect_redis(settings)
+    redis = connect_redis(settings, READ_COMMAND_TIMEOUT_S)
     health = Health(settings.liveness_stall_s)
     telemetry = configure_telemetry(
         TelemetryConfig("serve", settings.metrics_port, settings.metrics_host), health

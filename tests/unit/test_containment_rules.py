@@ -352,3 +352,27 @@ async def test_a_slow_turn_is_logged_with_the_gates_state(
     assert state["busy"] == 1 and state["active"] == {"a": 1} and state["shared"]
     (line,) = [r.getMessage() for r in caplog.records]
     assert "tenant 'a' waited 0.1 s for its turn" in line and "'share_s': {'a': 0.0" in line
+
+
+async def test_a_read_on_a_redis_that_stops_answering_fails_instead_of_waiting_for_ever() -> None:
+    from redis.exceptions import TimeoutError as RedisTimeout
+
+    from zeromem.bus import connect_redis
+
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # a paused Redis: the socket is open, nothing answers
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    redis = connect_redis(Settings(redis_url=f"redis://127.0.0.1:{port}"), 0.2)
+    try:
+        async with asyncio.timeout(5.0):  # no timeout: it waited as long as the socket
+            with pytest.raises(RedisTimeout):
+                await redis.get("k")
+    finally:
+        await redis.aclose()
+        for writer in accepted:
+            writer.close()
+        server.close()
