@@ -3,6 +3,7 @@
 from zeromem.sdk.client import MemoryClient, Receipt, Wait
 from zeromem.sdk.errors import (
     ConnectError,
+    NoResponderError,
     NoStackError,
     RequestRejectedError,
     ServiceUnavailableError,
@@ -14,6 +15,7 @@ from zeromem.sdk.sync import SyncMemoryClient
 __all__ = [
     "ConnectError",
     "MemoryClient",
+    "NoResponderError",
     "NoStackError",
     "Receipt",
     "RequestRejectedError",
