@@ -121,11 +121,23 @@ def redis_options(settings: Settings) -> dict[str, Any]:
     return options
 
 
-def connect_redis(settings: Settings) -> Redis:
+# The read services' bound on one Redis command (connect included). Without one a read
+# waited as long as the socket did: a Redis that stops answering without closing it (a
+# paused process, a partition) held a slot of the read gate, and the tenant's turn,
+# for ever. A read that takes this long has outlived its caller's timeout (the SDK's
+# default is 5 s) anyway; it now fails (``internal``, logged) and frees its slot.
+READ_COMMAND_TIMEOUT_S = 5.0
+
+
+def connect_redis(settings: Settings, command_timeout_s: float | None = None) -> Redis:
+    """The Redis client; ``command_timeout_s`` bounds each command (None: unbounded, for
+    the write path, whose scripts and rebuilds may run long)."""
     return Redis.from_url(
         settings.redis_url,
         decode_responses=False,
         health_check_interval=10,
+        socket_timeout=command_timeout_s,
+        socket_connect_timeout=command_timeout_s,
         **redis_options(settings),
     )
 

@@ -124,7 +124,8 @@ class Limits:
     tenant_in_flight_shared: int = 1
     # ... and the share of the service's time one tenant may take meanwhile (seconds of
     # work per second; the time a request took is charged to its tenant). Past it, the
-    # tenant's requests wait until it has earned time back.
+    # tenant's requests wait until it has earned time back (a second at most: the debt is
+    # capped at one second's worth, see query.gate).
     tenant_read_share: float = 0.25
     # Requests of one tenant waiting for their turn; more are refused at once
     # (``overloaded``).

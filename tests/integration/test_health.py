@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.eventually import eventually
 from tests.reliability.cluster import Cluster, ServiceProcess
 from zeromem.auth.authority import Authority
 from zeromem.embedded import free_port
@@ -42,6 +43,10 @@ async def until(
     raise AssertionError(f"{path} on {port} never answered {status}; last: {last}")
 
 
+def _after(text: str, marker: str) -> str | None:
+    return text[text.index(marker) :] if marker in text else None
+
+
 def service(cluster: Cluster, args: list[str], role: str, port: int, name: str) -> ServiceProcess:
     env = dict(cluster.env(role), ZEROMEM_METRICS_PORT=str(port), ZEROMEM_METRICS_HOST="127.0.0.1")
     proc = ServiceProcess(args, env, cluster.root / name).start()
@@ -56,7 +61,7 @@ async def test_ready_when_serving_unready_without_nats_alive_throughout(
     try:
         worker_port, serve_port = free_port(), free_port()
         service(cluster, ["worker", "0", "1"], "worker", worker_port, "worker.log")
-        service(cluster, ["serve"], "reader", serve_port, "serve.log")
+        serve = service(cluster, ["serve"], "reader", serve_port, "serve.log")
         ready = await until(worker_port, "/readyz", 200)
         assert ready == {
             "ok": True,
@@ -81,6 +86,21 @@ async def test_ready_when_serving_unready_without_nats_alive_throughout(
         cluster.nats.start()
         await until(worker_port, "/readyz", 200)
         await until(serve_port, "/readyz", 200)
+
+        # kill -USR1: the read service writes its state to its log (query.dump), here
+        # after the restart: both connections back, every subscriber's consume task alive.
+        serve.signal(signal.SIGUSR1)
+        dump = await eventually(lambda: _after(serve.log_path.read_text(), "state:"))
+        assert "gate: {'busy': 0, 'queued': 0" in dump
+        assert "nats zeromem-read: connected=True" in dump
+        assert "nats zeromem-recall: connected=True" in dump
+        subscribers = [line for line in dump.splitlines() if line.startswith("subscriber ")]
+        assert len(subscribers) >= 4 and all(
+            "running=True subscribed=True consume_tasks_done=[False]" in line
+            for line in subscribers
+        ), subscribers
+        assert "task(s) at " in dump
+        assert serve.alive
     finally:
         cluster.stop()
 

@@ -164,3 +164,17 @@ async def test_stats_bounds_far_out_or_backwards_are_answered(
         running, "acme", "stats", {"tenant": "acme", "since": since, "until": until}
     )
     assert refused or reply == {} or "rows" in reply, reply  # type: ignore[operator]
+
+
+async def test_a_read_nobody_serves_is_told_from_one_left_unanswered(isolated: Settings) -> None:
+    # Both said "no answer from the zeromem get service within 5.0s": a read service
+    # resubscribing after a NATS restart looked like one that received a get and stalled.
+    from zeromem.sdk import NoResponderError
+
+    async with await MemoryClient.connect(
+        isolated.nats_url, tenant="t-nobody", agent="a", shards=isolated.shards, timeout=5.0
+    ) as client:
+        started = time.monotonic()
+        with pytest.raises(NoResponderError, match="no zeromem get service is subscribed"):
+            await client.get("user:x:k")
+        assert time.monotonic() - started < 2.0  # at once, not after the timeout

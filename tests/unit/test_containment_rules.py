@@ -7,6 +7,7 @@ import asyncio
 import datetime
 import logging
 import math
+import time
 
 import msgspec
 import pytest
@@ -267,3 +268,111 @@ async def test_while_tenants_share_a_service_each_has_one_request_in_flight_and_
     assert running == ["b"]
     await late
     assert asyncio.get_running_loop().time() - started >= 0.4
+
+
+def _shared_gate(share: float) -> TenantGate:
+    gate = TenantGate(Limits(tenant_in_flight_shared=1, tenant_read_share=share))
+    gate.admit("a")
+    gate.admit("b")  # b is active too: the service is shared
+    return gate
+
+
+async def test_a_tenant_in_debt_in_a_quiet_service_starts_once_it_has_earned_it_back() -> None:
+    # The read-silence interleaving: a's last request ran while b was active and left it
+    # in debt, then nobody else's request finished. a's next one waited for a dispatch
+    # only another request's end (or a timer its own wait never set) would make.
+    gate = _shared_gate(share=0.5)
+    async with gate.slot("a"):
+        pass
+    gate._share["a"][0] = -0.1  # as if it had run 0.1 s past its share while shared
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    gate.admit("a")
+    async with asyncio.timeout(2.0):  # it waited forever before the fix
+        async with gate.slot("a"):
+            waited = loop.time() - started
+    assert 0.15 <= waited < 1.0  # 0.1 s of debt at 0.5 s/s: 0.2 s
+    assert gate.in_flight == 0 and gate._queued == 0
+
+
+async def test_a_tenant_in_little_debt_does_not_wait_for_the_timer_of_one_in_much() -> None:
+    gate = _shared_gate(share=0.5)
+    gate._share["b"] = [-0.45, time.monotonic()]  # b waits 0.9 s; its wait sets the timer first
+    gate._share["a"] = [-0.05, time.monotonic()]  # a, 0.1 s
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    b = asyncio.create_task(_hold(gate, "b"))
+    await asyncio.sleep(0)
+    async with asyncio.timeout(2.0), gate.slot("a"):
+        waited = loop.time() - started
+    assert waited < 0.5, waited  # 0.9 s when it waited for b's timer
+    await b
+
+
+async def test_a_request_that_outlasted_an_outage_costs_its_tenant_at_most_a_second() -> None:
+    gate = _shared_gate(share=0.25)
+    gate._take("a")
+    gate._give("a", 10.0)  # a get that waited out a 10 s Redis restart, charged on its end
+    assert gate._share["a"][0] == -0.25  # one second's worth, not 40 s of silence
+    assert gate.in_flight == 0
+
+
+async def test_a_waiter_cancelled_as_its_turn_comes_neither_breaks_the_turns_nor_leaks() -> None:
+    gate = TenantGate(Limits(reads_in_flight=1, tenant_in_flight=1))
+    async with gate.slot("a"):
+        second = asyncio.create_task(_hold(gate, "b"))
+        third = asyncio.create_task(_hold(gate, "c"))
+        await asyncio.sleep(0)  # both wait
+        second.cancel()  # its future is cancelled now; its task forgets its place later
+    # a's slot freed in between: the turn came to a cancelled waiter (InvalidStateError
+    # out of a's exit before, with a slot taken for nobody).
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    await third  # the next waiter got the slot
+    assert gate.in_flight == 0 and gate._queued == 0 and not gate._waiting
+
+
+async def _hold(gate: TenantGate, tenant: str, until: asyncio.Event | None = None) -> None:
+    async with gate.slot(tenant):
+        if until is not None:
+            await until.wait()
+
+
+async def test_a_slow_turn_is_logged_with_the_gates_state(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from zeromem.query import gate as gate_module
+
+    monkeypatch.setattr(gate_module, "SLOW_TURN_S", 0.05)
+    gate = _shared_gate(share=0.5)
+    gate._share["a"] = [-0.05, time.monotonic()]  # 0.1 s to earn back
+    with caplog.at_level(logging.WARNING, logger="zeromem.query.gate"):
+        async with gate.slot("a"):
+            state = gate.state()
+    assert state["busy"] == 1 and state["active"] == {"a": 1} and state["shared"]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "tenant 'a' waited 0.1 s for its turn" in line and "'share_s': {'a': 0.0" in line
+
+
+async def test_a_read_on_a_redis_that_stops_answering_fails_instead_of_waiting_for_ever() -> None:
+    from redis.exceptions import TimeoutError as RedisTimeout
+
+    from zeromem.bus import connect_redis
+
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # a paused Redis: the socket is open, nothing answers
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    redis = connect_redis(Settings(redis_url=f"redis://127.0.0.1:{port}"), 0.2)
+    try:
+        async with asyncio.timeout(5.0):  # no timeout: it waited as long as the socket
+            with pytest.raises(RedisTimeout):
+                await redis.get("k")
+    finally:
+        await redis.aclose()
+        for writer in accepted:
+            writer.close()
+        server.close()

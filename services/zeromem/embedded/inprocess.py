@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from zeromem.bus import connect_nats, connect_redis
+from zeromem.bus import READ_COMMAND_TIMEOUT_S, connect_nats, connect_redis
 from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry
 
@@ -58,7 +58,7 @@ class InProcessServices:
         await worker.wait_owned(timeout=30.0)
         services.workers.append(worker)
 
-        read_redis = connect_redis(reader_settings)
+        read_redis = connect_redis(reader_settings, READ_COMMAND_TIMEOUT_S)
         services.closers.append(read_redis.aclose)
         services.readers.append(await ReadServices.start(reader_settings, read_redis, telemetry))
         return services

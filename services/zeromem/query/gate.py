@@ -20,16 +20,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator
+from typing import Any
 
 from zeromem.limits import Limits, refusal
+from zeromem.logs import BoundedLog
 from zeromem.quota import RateQuota
+
+log = logging.getLogger(__name__)
 
 RATE_LIMITED = "rate_limited"
 OVERLOADED = "overloaded"
 PRESENCE_S = 1.0  # a tenant counts as active this long after its last request
+# A wait for a turn, or a slot held, this long is logged with the gate's state: with the
+# debt bounded to a second's worth, a turn never takes this long in a gate that works,
+# and a read this long has outlived its caller's 5 s timeout. (Reads that went unanswered
+# for 10-60 s under load left nothing in the serve log to tell a stalled gate from a
+# stalled Redis or NATS; these lines tell them apart.)
+SLOW_TURN_S = 2.0
+LONG_HOLD_S = 5.0
 
 
 class TenantGate:
@@ -45,6 +57,7 @@ class TenantGate:
         # tenant -> [seconds of service time it may still take, when last refilled]
         self._share: dict[str, list[float]] = {}
         self._redispatch: asyncio.TimerHandle | None = None
+        self._log = BoundedLog(log, limits.log_interval_s)
 
     def admit(self, tenant: str) -> tuple[str, str] | None:
         """(code, reason) if ``tenant``'s request must be refused now, else None."""
@@ -82,6 +95,11 @@ class TenantGate:
                 self._turns.append(tenant)
             waiting.append(waiter)
             self._queued += 1
+            # Nothing else may come to hand this request a slot: a tenant that waits only
+            # to earn back its share, with no request of anyone's in flight, waited for
+            # the next request of another tenant to finish (forever in a quiet service).
+            self._dispatch()
+            asked = time.monotonic()
             try:
                 await waiter  # the slot is taken for us when it resolves
             except BaseException:
@@ -90,11 +108,50 @@ class TenantGate:
                 else:
                     self._forget(tenant, waiter)
                 raise
+            waited = time.monotonic() - asked
+            if waited >= SLOW_TURN_S:
+                self._log.warning(
+                    ("slow turn", tenant),
+                    "a request of tenant %r waited %.1f s for its turn; gate: %s",
+                    tenant,
+                    waited,
+                    self.state(),
+                )
         started = time.monotonic()
         try:
             yield
         finally:
-            self._give(tenant, time.monotonic() - started)
+            held = time.monotonic() - started
+            self._give(tenant, held)
+            if held >= LONG_HOLD_S:
+                self._log.warning(
+                    ("long hold", tenant),
+                    "a request of tenant %r held its slot %.1f s; gate: %s",
+                    tenant,
+                    held,
+                    self.state(),
+                )
+
+    def state(self) -> dict[str, Any]:
+        """What the gate holds now, for the log of a slow turn and the debug dump (kept
+        small: the tenants with a slot or a request waiting, at most 20 of each)."""
+        now = time.monotonic()
+        timer = self._redispatch
+        involved = list(dict.fromkeys([*self._active, *self._waiting]))[:20]
+        return {
+            "busy": self._busy,
+            "queued": self._queued,
+            "shared": self._shared(now),
+            "active": dict(list(self._active.items())[:20]),
+            "waiting": {t: len(w) for t, w in list(self._waiting.items())[:20]},
+            "turns": list(self._turns)[:20],
+            "share_s": {t: round(self._share[t][0], 3) for t in involved if t in self._share},
+            "redispatch_in_s": (
+                None
+                if timer is None
+                else round(timer.when() - asyncio.get_running_loop().time(), 3)
+            ),
+        }
 
     @property
     def in_flight(self) -> int:
@@ -144,7 +201,14 @@ class TenantGate:
             del self._active[tenant]
         now = time.monotonic()
         if seconds and self._shared(now):
-            self._share.setdefault(tenant, [self.limits.tenant_read_share, now])[0] -= seconds
+            share = self.limits.tenant_read_share
+            account = self._share.setdefault(tenant, [share, now])
+            # A debt of at most one second's worth: a request's wall time is its cost only
+            # while the service runs freely. One that waited out a Redis or NATS restart
+            # (or a starved event loop) did not cost the others that long, yet charged in
+            # full it locked its tenant out for four times as long (share 0.25): a get
+            # that took 10 s, 40 s of silence.
+            account[0] = max(account[0] - seconds, -share)
         if len(self._share) > 4096:
             self._share.clear()
         self._dispatch()
@@ -168,20 +232,33 @@ class TenantGate:
                 continue
             waiter = waiting.popleft()
             self._queued -= 1
-            self._take(tenant)
-            waiter.set_result(None)
+            if not waiter.done():  # cancelled, its task not yet run to forget it
+                self._take(tenant)
+                waiter.set_result(None)
             if waiting:
                 self._turns.append(tenant)
             else:
                 del self._waiting[tenant]
             passes = len(self._turns)
-        if earned_in is not None and self._redispatch is None:
+        if earned_in is not None:
+            self._redispatch_in(earned_in)
 
-            def again() -> None:
-                self._redispatch = None
-                self._dispatch()
+    def _redispatch_in(self, seconds: float) -> None:
+        """Dispatch again in ``seconds``, or sooner if already due sooner: a tenant in
+        little debt never waits for the timer of one in much."""
+        loop = asyncio.get_running_loop()
+        due = loop.time() + seconds
+        timer = self._redispatch
+        if timer is not None:
+            if timer.when() <= due:
+                return
+            timer.cancel()
 
-            self._redispatch = asyncio.get_running_loop().call_later(earned_in, again)
+        def again() -> None:
+            self._redispatch = None
+            self._dispatch()
+
+        self._redispatch = loop.call_at(due, again)
 
     def _forget(self, tenant: str, waiter: asyncio.Future[None]) -> None:
         waiting = self._waiting.get(tenant)

@@ -55,9 +55,15 @@ _log = BoundedLog(log, Limits().log_interval_s)
 T = TypeVar("T")
 
 
-# Handlers running at once per subscription: enough that the requests one tenant may
-# have waiting (Limits.tenant_in_flight + tenant_queued) never take them all.
-HANDLERS = 2048
+def handlers(limits: Limits) -> int:
+    """Handlers running at once per subscription: every request the gate lets wait or run
+    (``reads_queued`` + ``reads_in_flight``), whoever's. FastStream's concurrent subscriber
+    takes a worker for a message before it hands it over, in the subscription's one
+    callback: with a fixed 2048 (enough for one tenant's ``tenant_in_flight`` +
+    ``tenant_queued``, not for the 4096 the gate lets wait), a few flooding tenants took
+    every worker and every other tenant's request on that subject waited unanswered
+    behind them."""
+    return limits.reads_queued + limits.reads_in_flight
 
 
 async def _served(
@@ -106,6 +112,7 @@ def register_query_handlers(
     if shards is None:
         shards = settings.shards
     gate = gate or TenantGate(settings.limits)
+    workers = handlers(gate.limits)
     lifecycle = LifecycleSettings.from_env()
     install_log_redaction(Redactor(lifecycle.sensitive_pattern))
     recorder = ReadRecorder(broker_publisher(broker), shards)
@@ -136,13 +143,13 @@ def register_query_handlers(
         return NatsResponse(encode(reply))
 
     @broker.subscriber(
-        naming.query_subject_all("get"), queue=naming.QUERY_QUEUE_GROUP, max_workers=HANDLERS
+        naming.query_subject_all("get"), queue=naming.QUERY_QUEUE_GROUP, max_workers=workers
     )
     async def handle_get(msg: NatsMessage) -> NatsResponse:
         return await _served(msg, GetRequest, gate, get)
 
     @broker.subscriber(
-        naming.query_subject_all("list"), queue=naming.QUERY_QUEUE_GROUP, max_workers=HANDLERS
+        naming.query_subject_all("list"), queue=naming.QUERY_QUEUE_GROUP, max_workers=workers
     )
     async def handle_list(msg: NatsMessage) -> NatsResponse:
         return await _served(msg, ListRequest, gate, list_)
@@ -150,8 +157,8 @@ def register_query_handlers(
     def served(msg: NatsMessage, type_: type[T], answer: Callable[[T], Awaitable[NatsResponse]]):  # type: ignore[no-untyped-def]
         return _served(msg, type_, gate, answer)
 
-    register_browse_handlers(broker, redis, recorder, served, HANDLERS)
-    register_info_handler(broker, settings, shards, served, HANDLERS)
+    register_browse_handlers(broker, redis, recorder, served, workers)
+    register_info_handler(broker, settings, shards, served, workers)
 
 
 def register_stats_handler(
@@ -204,7 +211,9 @@ def register_stats_handler(
         return NatsResponse(encode(StatsReply(rows=tuple(rows))))
 
     @broker.subscriber(
-        naming.query_subject_all("stats"), queue=naming.QUERY_QUEUE_GROUP, max_workers=HANDLERS
+        naming.query_subject_all("stats"),
+        queue=naming.QUERY_QUEUE_GROUP,
+        max_workers=handlers(limits),
     )
     async def handle_stats(msg: NatsMessage) -> NatsResponse:
         return await _served(msg, StatsRequest, gate, stats)

@@ -4,6 +4,7 @@ from zeromem.sdk.client import MemoryClient, Receipt, Wait
 from zeromem.sdk.errors import (
     CommandRefusedError,
     ConnectError,
+    NoResponderError,
     NoStackError,
     RequestRejectedError,
     ServiceUnavailableError,
@@ -16,6 +17,7 @@ __all__ = [
     "CommandRefusedError",
     "ConnectError",
     "MemoryClient",
+    "NoResponderError",
     "NoStackError",
     "Receipt",
     "RequestRejectedError",

@@ -85,6 +85,7 @@ from zeromem.sdk.batching import CommandBatcher
 from zeromem.sdk.errors import (
     CommandRefusedError,
     ConnectError,
+    NoResponderError,
     NoStackError,
     NoStreamError,
     RequestRejectedError,
@@ -738,7 +739,9 @@ class MemoryClient:
             msg = await self.nc.request(
                 subject, encode(request), timeout=self.timeout, headers=headers or None
             )
-        except (NoRespondersError, NatsTimeoutError, TimeoutError):
+        except NoRespondersError:
+            raise NoResponderError(kind) from None
+        except (NatsTimeoutError, TimeoutError):
             raise ServiceUnavailableError(kind, self.timeout) from None
         if msg.headers and naming.ERROR_HEADER in msg.headers:
             error = decode(msg.data, ErrorReply)

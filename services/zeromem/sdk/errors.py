@@ -15,6 +15,20 @@ class ServiceUnavailableError(ZeromemError):
         super().__init__(f"no answer from the zeromem {what} service within {timeout:.1f}s")
 
 
+class NoResponderError(ServiceUnavailableError):
+    """NATS itself answered that no read service subscribes to the request's subject (none
+    running, or one still resubscribing after a reconnect): at once, not after the
+    timeout. Told apart from a service that received the request and did not answer,
+    which the same message named before (both looked like "no answer within 5.0s")."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.timeout = 0.0
+        ZeromemError.__init__(
+            self, f"no zeromem {what} service is subscribed right now (NATS: no responders)"
+        )
+
+
 class NoStreamError(ServiceUnavailableError):
     """No stream took a command. Two causes give the same answer from the server, so the
     message names both: a JetStream cluster electing the stream's leader after losing a
