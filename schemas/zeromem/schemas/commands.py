@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 import msgspec
 
@@ -197,3 +197,16 @@ COMMAND_TYPES: tuple[type[_Command], ...] = (
 )
 # Commands over a whole owner (``key`` names the owner, never a memory).
 OWNER_COMMANDS: tuple[type[_Command], ...] = (Forget, Archive)
+
+# A command's ``op`` on the wire: its msgspec tag (tests/unit/test_schemas_tags.py checks
+# this list against the tags).
+Op = Literal[
+    "put", "patch", "delete", "expire", "feedback", "touch", "forget", "archive", "restore"
+]
+_OPS: dict[type[_Command], Op] = {cls: cast(Op, cls.__struct_config__.tag) for cls in COMMAND_TYPES}
+
+
+def op_of(command: Command) -> Op:
+    """The command's ``op``, read from its tag (a dict lookup: the write path asks per
+    command)."""
+    return _OPS[type(command)]

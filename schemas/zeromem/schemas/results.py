@@ -3,6 +3,8 @@ caller that asked to wait."""
 
 from __future__ import annotations
 
+from typing import Literal, cast
+
 import msgspec
 
 from zeromem.schemas.memory import MemoryItem
@@ -37,6 +39,17 @@ class Rejected(_Result, tag="rejected"):
 
 
 Result = Applied | Conflict | Rejected
+
+# A result's ``status`` on the wire: its msgspec tag.
+ResultStatus = Literal["applied", "conflict", "rejected"]
+_STATUSES: dict[type[_Result], ResultStatus] = {
+    cls: cast(ResultStatus, cls.__struct_config__.tag) for cls in (Applied, Conflict, Rejected)
+}
+
+
+def status_of(result: Result) -> ResultStatus:
+    """The result's ``status``, read from its tag."""
+    return _STATUSES[type(result)]
 
 
 class DeadLetter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

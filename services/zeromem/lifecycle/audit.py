@@ -35,6 +35,7 @@ from zeromem.schemas import (
     Rejected,
     Result,
     decode,
+    status_of,
 )
 
 
@@ -44,14 +45,13 @@ def write_entry(command: Command, seq: int, result: Result, redactor: Redactor) 
     before = after = 0
     reason = ""
     keys: tuple[str, ...] = ()
-    status = "applied"
     if type(result) is Applied:
         before, after, keys = result.previous_version, result.version, result.keys
     elif type(result) is Conflict:
-        status, before, after = "conflict", result.current_version, result.current_version
+        before = after = result.current_version
         reason = f"expected version {result.expected_version}"
     elif type(result) is Rejected:
-        status, reason = "rejected", redactor.text(result.reason)
+        reason = redactor.text(result.reason)
     return AuditEntry(
         kind="write",
         at=result.applied_at,
@@ -59,7 +59,7 @@ def write_entry(command: Command, seq: int, result: Result, redactor: Redactor) 
         agent=command.agent,
         op=result.op,
         key=result.key,
-        status=status,
+        status=status_of(result),
         command_id=command.id,
         seq=seq,
         version_before=before,

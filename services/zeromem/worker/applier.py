@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from zeromem.limits import Limits, refusal
 from zeromem.logs import BoundedLog
-from zeromem.schemas import Archive, Forget, Rejected, Restore, Result
+from zeromem.schemas import Archive, Forget, Rejected, Restore, Result, op_of, status_of
 from zeromem.store.items import KeyState
 from zeromem.telemetry import Telemetry
 from zeromem.worker.engine import COUNT_FEEDBACK, NOTHING, TOMBSTONE, WRITE, Engine, Outcome
@@ -531,8 +531,8 @@ class Applier:
         )
 
     def _count(self, result: Result, tally: Counter[tuple[str, str, str]]) -> None:
-        status = type(result).__name__
-        if status == "Applied":
+        status = status_of(result)
+        if status == "applied":
             self.stats.applied += 1
             self.stats.by_op[result.op] = self.stats.by_op.get(result.op, 0) + 1
             tally[(result.tenant, result.op, "applied")] += 1
@@ -540,7 +540,7 @@ class Applier:
                 tally[(result.tenant, "", "created")] += 1
             elif result.op == "delete":
                 tally[(result.tenant, "", "removed")] += 1
-        elif status == "Conflict":
+        elif status == "conflict":
             self.stats.conflicts += 1
             tally[(result.tenant, result.op, "conflict")] += 1
         else:
@@ -604,7 +604,7 @@ def _rejection(item: Admitted, version: int, last_command: str, reason: str) -> 
             command_id=command.id,
             tenant=command.tenant,
             key=item.key,
-            op=type(command).__name__.lower(),
+            op=op_of(command),
             agent=command.agent,
             applied_at=item.timestamp,
             reason=reason,

@@ -36,6 +36,7 @@ from zeromem.schemas import (
     Restore,
     Result,
     Touch,
+    op_of,
 )
 from zeromem.store.card import encode_card
 from zeromem.store.items import KeyState
@@ -185,7 +186,7 @@ class Engine:
                     command_id=command.id,
                     tenant=command.tenant,
                     key=key,
-                    op=_op(command),
+                    op=op_of(command),
                     agent=command.agent,
                     applied_at=now,
                     expected_version=expected,
@@ -258,7 +259,7 @@ class Engine:
             command_id=command.id,
             tenant=command.tenant,
             key=key,
-            op=_op(command),
+            op=op_of(command),
             agent=command.agent,
             applied_at=now,
             version=new.version,
@@ -547,7 +548,7 @@ class Engine:
         outcome per memory touched, then the command's own (summary) outcome; the worker
         commits them all in one atomic call."""
         owner = command.key
-        op = _op(command)
+        op = op_of(command)
         summary = Outcome(command, owner, None, guarded=False)  # type: ignore[arg-type]
         if owner.count(":") != 1:
             summary.result = self._rejected(
@@ -643,7 +644,7 @@ class Engine:
             command_id=command.id,
             tenant=command.tenant,
             key=key,
-            op=_op(command),
+            op=op_of(command),
             agent=command.agent,
             applied_at=now,
             reason=reason,
@@ -785,14 +786,3 @@ _EMPTY = Analysis(terms={}, length=0, tokens=0)
 def _owner(key: str) -> str:
     ns, owner_id, _ = key.split(":", 2)
     return f"{ns}:{owner_id}"
-
-
-_OPS: dict[type, str] = {}
-
-
-def _op(command: Command) -> str:
-    cls = type(command)
-    op = _OPS.get(cls)
-    if op is None:
-        op = _OPS[cls] = cls.__name__.lower()
-    return op

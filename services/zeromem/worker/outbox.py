@@ -33,6 +33,7 @@ from zeromem.schemas import (
     encode,
     encode_batch,
     split_batch,
+    status_of,
 )
 from zeromem.telemetry import Telemetry
 from zeromem.worker.applier import WorkerStats
@@ -195,7 +196,7 @@ class Outbox:
                 tenant=result.tenant,
                 op=result.op,
                 key=result.key,
-                status=type(result).__name__.lower(),
+                status=status_of(result),
                 command_id=item.command.id,
                 seq=item.sequence,
                 reason=f"audit entry incomplete: {type(exc).__name__}",

@@ -49,7 +49,7 @@ from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.limits import refusal
 from zeromem.logs import BoundedLog
 from zeromem.quota import RateQuota
-from zeromem.schemas import Result
+from zeromem.schemas import Result, status_of
 from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
 from zeromem.worker.applier import Applier, RedisBehindError
@@ -512,7 +512,7 @@ class WorkerService:
                     attributes={
                         "zeromem.tenant": item.command.tenant,
                         "zeromem.op": result.op,
-                        "zeromem.outcome": type(result).__name__.lower(),
+                        "zeromem.outcome": status_of(result),
                         "messaging.system": "nats",
                         "messaging.operation.type": "process",
                     },
