@@ -21,7 +21,7 @@ class _Result(
     applied_at: float = 0.0
 
 
-class Applied(_Result, tag="applied"):
+class Applied(_Result, tag="applied", frozen=True):
     version: int = 0
     previous_version: int = 0
     item: MemoryItem | None = None  # the memory after the change; None after a delete
@@ -29,12 +29,12 @@ class Applied(_Result, tag="applied"):
     keys: tuple[str, ...] = ()
 
 
-class Conflict(_Result, tag="conflict"):
+class Conflict(_Result, tag="conflict", frozen=True):
     expected_version: int = 0
     current_version: int = 0
 
 
-class Rejected(_Result, tag="rejected"):
+class Rejected(_Result, tag="rejected", frozen=True):
     reason: str = ""
 
 

@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from zeromem.limits import Limits, refusal
 from zeromem.logs import BoundedLog
-from zeromem.schemas import Archive, Forget, Rejected, Restore, Result, op_of, status_of
+from zeromem.schemas import Applied, Archive, Conflict, Forget, Rejected, Restore, Result, op_of
 from zeromem.store.items import KeyState
 from zeromem.telemetry import Telemetry
 from zeromem.worker.engine import COUNT_FEEDBACK, NOTHING, TOMBSTONE, WRITE, Engine, Outcome
@@ -318,9 +318,11 @@ class Applier:
                 stale_keys.add(ident)
                 redo.append(i)
             elif reply.status == DUPLICATE:
-                results[i] = reply.stored_result
+                stored = reply.stored_result
+                assert stored is not None  # commit.lua answers "dup" with the stored result
+                results[i] = stored
                 self.stats.duplicates += 1
-                tally[(outcome.command.tenant, reply.stored_result.op, "duplicate")] += 1
+                tally[(outcome.command.tenant, stored.op, "duplicate")] += 1
             elif reply.status == OK:
                 results[i] = outcome.result
                 self._count(outcome.result, tally)
@@ -455,6 +457,7 @@ class Applier:
         """A forget or archive (over an owner, committed all or nothing in one call), or a
         restore (which reads the archive tier). Retried on a race with the reaper."""
         command = item.command
+        assert isinstance(command, Forget | Archive | Restore)  # _SPECIAL routes only these
         tenant = command.tenant
         tally = self._tallies.setdefault(shard, Counter())
         for _attempt in range(20):
@@ -465,7 +468,7 @@ class Applier:
             if item.sequence <= self._floors.get(shard, 0):
                 self.stats.skipped += 1
                 return None
-            if type(command) is Restore:
+            if isinstance(command, Restore):
                 states, _ = await self.store.read([(tenant, item.key)], [])
                 state = states[0]
                 if state.archived:
@@ -474,7 +477,7 @@ class Applier:
                     self.engine.decide(command, item.key, state, item.timestamp, item.importing)
                 ]
             else:
-                outcomes = await self._decide_owner(command, item.timestamp)  # type: ignore[arg-type]
+                outcomes = await self._decide_owner(command, item.timestamp)
             position = item.position
             sequences = [0] * (len(outcomes) - 1) + [position]
             replies = await self.store.commit(
@@ -514,7 +517,7 @@ class Applier:
         tenant, owner = command.tenant, command.key
         if owner.count(":") != 1:
             return self.engine.decide_owner(command, {}, {}, now)
-        if type(command) is Forget:
+        if isinstance(command, Forget):
             low = "-inf" if command.since is None else repr(command.since)
             high = "+inf" if command.until is None else repr(command.until)
         else:
@@ -531,16 +534,15 @@ class Applier:
         )
 
     def _count(self, result: Result, tally: Counter[tuple[str, str, str]]) -> None:
-        status = status_of(result)
-        if status == "applied":
+        if type(result) is Applied:
             self.stats.applied += 1
             self.stats.by_op[result.op] = self.stats.by_op.get(result.op, 0) + 1
             tally[(result.tenant, result.op, "applied")] += 1
-            if result.op == "put" and result.previous_version == 0:  # type: ignore[union-attr]
+            if result.op == "put" and result.previous_version == 0:
                 tally[(result.tenant, "", "created")] += 1
             elif result.op == "delete":
                 tally[(result.tenant, "", "removed")] += 1
-        elif status == "conflict":
+        elif type(result) is Conflict:
             self.stats.conflicts += 1
             tally[(result.tenant, result.op, "conflict")] += 1
         else:
