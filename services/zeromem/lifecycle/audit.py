@@ -179,7 +179,11 @@ async def read_audit(
         from datetime import UTC, datetime
 
         start = datetime.fromtimestamp(since, UTC).isoformat()
-        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=start)
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_TIME,
+            # nats-py sends the field as given, and the server reads RFC 3339 text
+            opt_start_time=start,  # type: ignore[arg-type]
+        )
     config.name = nc._nuid.next().decode()
     config.filter_subject = (
         naming.audit_tenant_subject(tenant)
@@ -213,7 +217,7 @@ async def read_audit(
                     raise
                 # A slow fetch is not the end of the trail (a busy server answers late):
                 # the consumer's count of what is left says whether records remain.
-                remaining = min(remaining, (await sub.consumer_info()).num_pending)
+                remaining = min(remaining, (await sub.consumer_info()).num_pending or 0)
                 if remaining and time.monotonic() > deadline:
                     raise TimeoutError(
                         f"the audit trail stopped answering with {remaining} records unread"

@@ -23,12 +23,14 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import AsyncIterator
+from typing import Final
 
 from zeromem.limits import Limits, refusal
 from zeromem.quota import RateQuota
+from zeromem.schemas import ErrorCode
 
-RATE_LIMITED = "rate_limited"
-OVERLOADED = "overloaded"
+RATE_LIMITED: Final = "rate_limited"
+OVERLOADED: Final = "overloaded"
 PRESENCE_S = 1.0  # a tenant counts as active this long after its last request
 
 
@@ -46,7 +48,7 @@ class TenantGate:
         self._share: dict[str, list[float]] = {}
         self._redispatch: asyncio.TimerHandle | None = None
 
-    def admit(self, tenant: str) -> tuple[str, str] | None:
+    def admit(self, tenant: str) -> tuple[ErrorCode, str] | None:
         """(code, reason) if ``tenant``'s request must be refused now, else None."""
         limits = self.limits
         now = time.monotonic()
