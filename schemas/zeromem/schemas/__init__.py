@@ -1,6 +1,6 @@
 """The zeromem wire contract: commands, results, memory items and queries (msgpack)."""
 
-from zeromem.schemas.audit import REDACTED, AuditBatch, AuditEntry
+from zeromem.schemas.audit import REDACTED, AuditBatch, AuditEntry, AuditKind, AuditStatus
 from zeromem.schemas.codec import (
     DecodeError,
     batch_length,
@@ -22,10 +22,12 @@ from zeromem.schemas.commands import (
     Expire,
     Feedback,
     Forget,
+    Op,
     Patch,
     Put,
     Restore,
     Touch,
+    op_of,
 )
 from zeromem.schemas.keys import KNOWN_NAMESPACES, InvalidKeyError, MemoryKey, owner_of
 from zeromem.schemas.memory import (
@@ -58,7 +60,15 @@ from zeromem.schemas.queries import (
     StatsRequest,
     UsageRow,
 )
-from zeromem.schemas.results import Applied, Conflict, DeadLetter, Rejected, Result
+from zeromem.schemas.results import (
+    Applied,
+    Conflict,
+    DeadLetter,
+    Rejected,
+    Result,
+    ResultStatus,
+    status_of,
+)
 
 __all__ = [
     "COMMAND_TYPES",
@@ -73,6 +83,8 @@ __all__ = [
     "ArchivedRequest",
     "AuditBatch",
     "AuditEntry",
+    "AuditKind",
+    "AuditStatus",
     "Candidate",
     "Command",
     "Conflict",
@@ -96,6 +108,7 @@ __all__ = [
     "MemoryItem",
     "MemoryKey",
     "MemoryType",
+    "Op",
     "OwnerSummary",
     "OwnersReply",
     "OwnersRequest",
@@ -108,6 +121,7 @@ __all__ = [
     "Rejected",
     "Restore",
     "Result",
+    "ResultStatus",
     "StatsReply",
     "StatsRequest",
     "Touch",
@@ -119,6 +133,8 @@ __all__ = [
     "decode_results",
     "encode",
     "encode_batch",
+    "op_of",
     "owner_of",
     "split_batch",
+    "status_of",
 ]

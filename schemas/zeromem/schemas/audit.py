@@ -10,21 +10,25 @@ sensitive memories and fields before it is built (see ``zeromem.lifecycle.redact
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 REDACTED = "[redacted]"
 
+AuditKind = Literal["write", "read", "dead_letter"]
+# A write's status is its result's (``results.ResultStatus``); "" only when left out.
+AuditStatus = Literal["", "applied", "conflict", "rejected", "read", "dead_letter"]
+
 
 class AuditEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
-    kind: str  # "write", "read" or "dead_letter"
+    kind: AuditKind
     at: float  # when it was applied (the command's stream time) or read
     tenant: str
     agent: str = ""  # who: the agent that sent the command, or the reader
     op: str = ""  # put, patch, ..., or get / list / recall for reads
     key: str = ""
-    status: str = ""  # applied, conflict, rejected, duplicate, read, dead_letter
+    status: AuditStatus = ""
     command_id: str = ""
     seq: int = 0  # position in the command stream
     version_before: int = 0

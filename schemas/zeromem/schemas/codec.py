@@ -40,7 +40,7 @@ def decode_result(data: bytes) -> Result:
 
 
 def decode(data: bytes, type_: type[T]) -> T:
-    decoder = _decoders.get(type_)
+    decoder: msgspec.msgpack.Decoder[T] | None = _decoders.get(type_)
     if decoder is None:
         decoder = _decoders[type_] = msgspec.msgpack.Decoder(type_)
     return decoder.decode(data)

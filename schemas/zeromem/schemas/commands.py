@@ -10,14 +10,14 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal, cast
 
 import msgspec
 
 from zeromem.schemas.keys import AGENT_PATTERN, END, KEY_PATTERN, TENANT_PATTERN, InvalidKeyError
 from zeromem.schemas.memory import Confidence, Content, FeedbackKind, MemoryType, Tag, Timestamp
 
-WIRE_VERSION = 1
+WIRE_VERSION: Final = 1
 
 COMMAND_ID_PATTERN = rf"^[A-Za-z0-9_\-]+{END}"
 TENANT_FULL_PATTERN = f"^{TENANT_PATTERN}{END}"
@@ -92,7 +92,7 @@ class _Command(
         _check_key(self.key)
 
 
-class Put(_Command, tag="put"):
+class Put(_Command, tag="put", frozen=True):
     """Create or replace a memory."""
 
     value: Any = None
@@ -123,7 +123,7 @@ class Put(_Command, tag="put"):
     index_key: bool = False
 
 
-class Patch(_Command, tag="patch"):
+class Patch(_Command, tag="patch", frozen=True):
     """Change a memory's value with a JSON merge patch (RFC 7396); other fields optional."""
 
     patch: Any = None
@@ -132,12 +132,12 @@ class Patch(_Command, tag="patch"):
     references: tuple[Key, ...] | None = None
 
 
-class Delete(_Command, tag="delete"):
+class Delete(_Command, tag="delete", frozen=True):
     """Remove a memory. Its version survives as a tombstone, so a compare-and-set on an
     old version can never succeed against a newer memory of the same key."""
 
 
-class Expire(_Command, tag="expire"):
+class Expire(_Command, tag="expire", frozen=True):
     """Set a memory's time to live (seconds from now), or clear it with ``ttl_s=None``.
     ``refresh_on_read`` turns sliding expiry on or off (absent: unchanged)."""
 
@@ -145,19 +145,19 @@ class Expire(_Command, tag="expire"):
     refresh_on_read: bool | None = None
 
 
-class Touch(_Command, tag="touch"):
+class Touch(_Command, tag="touch", frozen=True):
     """Push a sliding expiry to ``now + ttl_s`` (the query service sends it when a memory
     with ``refresh_on_read`` is read). No version bump: a read never breaks an agent's
     compare-and-set. A memory without sliding expiry is left as it is."""
 
 
-class Feedback(_Command, tag="feedback"):
+class Feedback(_Command, tag="feedback", frozen=True):
     """Count one piece of feedback on a memory; it weighs the memory in recall."""
 
     kind: FeedbackKind = FeedbackKind.LIKED
 
 
-class Forget(_Command, tag="forget"):
+class Forget(_Command, tag="forget", frozen=True):
     """Delete, as one command, every memory of the owner in ``key`` (``task:t42``) that
     matches: keys starting with ``prefix`` (a full key prefix such as ``task:t42:step``;
     empty: all), last updated within [``since``, ``until``] (epoch seconds; absent: open).
@@ -169,7 +169,7 @@ class Forget(_Command, tag="forget"):
     until: float | None = None
 
 
-class Archive(_Command, tag="archive"):
+class Archive(_Command, tag="archive", frozen=True):
     """Move the owner's memories last updated before ``older_than`` (epoch seconds) into
     the archive tier: out of every index (default recall skips them), kept in a compact
     per-owner record that ``include_archived`` recall reads and ``restore`` brings back."""
@@ -178,7 +178,7 @@ class Archive(_Command, tag="archive"):
     prefix: str = ""
 
 
-class Restore(_Command, tag="restore"):
+class Restore(_Command, tag="restore", frozen=True):
     """Bring an archived memory back (same content, value, tags, feedback and creation
     time; the version continues past the archive's, so no old compare-and-set matches)."""
 
@@ -197,3 +197,16 @@ COMMAND_TYPES: tuple[type[_Command], ...] = (
 )
 # Commands over a whole owner (``key`` names the owner, never a memory).
 OWNER_COMMANDS: tuple[type[_Command], ...] = (Forget, Archive)
+
+# A command's ``op`` on the wire: its msgspec tag (tests/unit/test_schemas_tags.py checks
+# this list against the tags).
+Op = Literal[
+    "put", "patch", "delete", "expire", "feedback", "touch", "forget", "archive", "restore"
+]
+_OPS: dict[type[_Command], Op] = {cls: cast(Op, cls.__struct_config__.tag) for cls in COMMAND_TYPES}
+
+
+def op_of(command: Command) -> Op:
+    """The command's ``op``, read from its tag (a dict lookup: the write path asks per
+    command)."""
+    return _OPS[type(command)]

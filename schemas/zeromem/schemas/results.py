@@ -3,6 +3,8 @@ caller that asked to wait."""
 
 from __future__ import annotations
 
+from typing import Literal, cast
+
 import msgspec
 
 from zeromem.schemas.memory import MemoryItem
@@ -19,7 +21,7 @@ class _Result(
     applied_at: float = 0.0
 
 
-class Applied(_Result, tag="applied"):
+class Applied(_Result, tag="applied", frozen=True):
     version: int = 0
     previous_version: int = 0
     item: MemoryItem | None = None  # the memory after the change; None after a delete
@@ -27,16 +29,27 @@ class Applied(_Result, tag="applied"):
     keys: tuple[str, ...] = ()
 
 
-class Conflict(_Result, tag="conflict"):
+class Conflict(_Result, tag="conflict", frozen=True):
     expected_version: int = 0
     current_version: int = 0
 
 
-class Rejected(_Result, tag="rejected"):
+class Rejected(_Result, tag="rejected", frozen=True):
     reason: str = ""
 
 
 Result = Applied | Conflict | Rejected
+
+# A result's ``status`` on the wire: its msgspec tag.
+ResultStatus = Literal["applied", "conflict", "rejected"]
+_STATUSES: dict[type[_Result], ResultStatus] = {
+    cls: cast(ResultStatus, cls.__struct_config__.tag) for cls in (Applied, Conflict, Rejected)
+}
+
+
+def status_of(result: Result) -> ResultStatus:
+    """The result's ``status``, read from its tag."""
+    return _STATUSES[type(result)]
 
 
 class DeadLetter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

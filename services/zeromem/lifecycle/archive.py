@@ -21,6 +21,7 @@ from zeromem.schemas import Archive, encode
 from zeromem.settings import Settings
 from zeromem.store import scripts
 from zeromem.store.keys import TENANTS_KEY, RedisKeys
+from zeromem.store.replies import as_text
 
 ARCHIVER_AGENT = "zeromem-archiver"
 
@@ -93,7 +94,7 @@ async def schedule_archive(
     """Publish an archive command for every owner (of ``shards`` only, when given) with
     memories older than ``cutoff``; the number published."""
     if tenants is None:
-        tenants = sorted(t.decode() for t in await redis.smembers(TENANTS_KEY))
+        tenants = sorted(as_text(t) for t in await redis.smembers(TENANTS_KEY))
     sent = 0
     for tenant in tenants:
         async for owner in owners_to_archive(redis, tenant, cutoff):

@@ -35,6 +35,7 @@ from zeromem.schemas import (
     Rejected,
     Result,
     decode,
+    status_of,
 )
 
 
@@ -44,14 +45,13 @@ def write_entry(command: Command, seq: int, result: Result, redactor: Redactor) 
     before = after = 0
     reason = ""
     keys: tuple[str, ...] = ()
-    status = "applied"
     if type(result) is Applied:
         before, after, keys = result.previous_version, result.version, result.keys
     elif type(result) is Conflict:
-        status, before, after = "conflict", result.current_version, result.current_version
+        before = after = result.current_version
         reason = f"expected version {result.expected_version}"
     elif type(result) is Rejected:
-        status, reason = "rejected", redactor.text(result.reason)
+        reason = redactor.text(result.reason)
     return AuditEntry(
         kind="write",
         at=result.applied_at,
@@ -59,7 +59,7 @@ def write_entry(command: Command, seq: int, result: Result, redactor: Redactor) 
         agent=command.agent,
         op=result.op,
         key=result.key,
-        status=status,
+        status=status_of(result),
         command_id=command.id,
         seq=seq,
         version_before=before,
@@ -179,7 +179,11 @@ async def read_audit(
         from datetime import UTC, datetime
 
         start = datetime.fromtimestamp(since, UTC).isoformat()
-        config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=start)
+        config = ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_TIME,
+            # nats-py sends the field as given, and the server reads RFC 3339 text
+            opt_start_time=start,  # type: ignore[arg-type]
+        )
     config.name = nc._nuid.next().decode()
     config.filter_subject = (
         naming.audit_tenant_subject(tenant)
@@ -213,7 +217,7 @@ async def read_audit(
                     raise
                 # A slow fetch is not the end of the trail (a busy server answers late):
                 # the consumer's count of what is left says whether records remain.
-                remaining = min(remaining, (await sub.consumer_info()).num_pending)
+                remaining = min(remaining, (await sub.consumer_info()).num_pending or 0)
                 if remaining and time.monotonic() > deadline:
                     raise TimeoutError(
                         f"the audit trail stopped answering with {remaining} records unread"

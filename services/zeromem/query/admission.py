@@ -19,6 +19,7 @@ from zeromem import naming
 from zeromem.limits import Limits, refusal
 from zeromem.schemas import (
     ArchivedRequest,
+    ErrorCode,
     ErrorReply,
     GetRequest,
     ListRequest,
@@ -179,7 +180,7 @@ _CHECKS: dict[type, Any] = {
 }
 
 
-def error_response(code: str, message: str) -> NatsResponse:
+def error_response(code: ErrorCode, message: str) -> NatsResponse:
     """A refusal or failure as the FastStream handlers answer it: an ``ErrorReply`` with
     its code in a header too."""
     return NatsResponse(

@@ -33,6 +33,7 @@ from zeromem.schemas import (
 )
 from zeromem.store import scripts
 from zeromem.store.keys import RedisKeys
+from zeromem.store.replies import as_bytes
 
 _ITEM_DECODER = msgspec.msgpack.Decoder(MemoryItem)
 _AFTER_OWNER = ";"  # the byte after ':', which no owner id holds (see owners.lua)
@@ -69,9 +70,12 @@ class OwnerBrowser:
         archive = RedisKeys(tenant).archive(owner)
         if key:
             raw = await self.redis.hget(archive, key)
-            return ArchivedReply(items=(_ITEM_DECODER.decode(raw),) if raw else ())
+            return ArchivedReply(items=(_ITEM_DECODER.decode(as_bytes(raw)),) if raw else ())
         position, found = await self.redis.hscan(archive, int(cursor or 0), count=limit)
-        items = sorted((_ITEM_DECODER.decode(v) for v in found.values()), key=lambda i: i.key)
+        assert isinstance(found, dict)  # a list only with no_values=True
+        items = sorted(
+            (_ITEM_DECODER.decode(as_bytes(v)) for v in found.values()), key=lambda i: i.key
+        )
         return ArchivedReply(items=tuple(items), next_cursor=str(position) if position else "")
 
 

@@ -24,16 +24,17 @@ import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Final
 
 from zeromem.limits import Limits, refusal
 from zeromem.logs import BoundedLog
 from zeromem.quota import RateQuota
+from zeromem.schemas import ErrorCode
 
 log = logging.getLogger(__name__)
 
-RATE_LIMITED = "rate_limited"
-OVERLOADED = "overloaded"
+RATE_LIMITED: Final = "rate_limited"
+OVERLOADED: Final = "overloaded"
 PRESENCE_S = 1.0  # a tenant counts as active this long after its last request
 # A wait for a turn, or a slot held, this long is logged with the gate's state: with the
 # debt bounded to a second's worth, a turn never takes this long in a gate that works,
@@ -59,7 +60,7 @@ class TenantGate:
         self._redispatch: asyncio.TimerHandle | None = None
         self._log = BoundedLog(log, limits.log_interval_s)
 
-    def admit(self, tenant: str) -> tuple[str, str] | None:
+    def admit(self, tenant: str) -> tuple[ErrorCode, str] | None:
         """(code, reason) if ``tenant``'s request must be refused now, else None."""
         limits = self.limits
         now = time.monotonic()

@@ -39,7 +39,7 @@ def register_info_handler(
     handlers: int,
 ) -> None:
     async def info(request: InfoRequest) -> NatsResponse:
-        max_payload = broker.connection.max_payload if broker.connection else 0  # type: ignore[union-attr]
+        max_payload = broker.connection.max_payload if broker.connection else 0
         return NatsResponse(encode(contract_info(settings, shards, max_payload)))
 
     @broker.subscriber(

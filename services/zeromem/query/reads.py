@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 from zeromem.schemas import ListReply, MemoryItem
 from zeromem.store.items import ITEM_FIELDS, decode_item_hash
 from zeromem.store.keys import RedisKeys
+from zeromem.store.replies import as_text
 
 
 def live_item(fields: Sequence[bytes | None], now: float) -> MemoryItem | None:
@@ -43,7 +44,7 @@ async def list_keys(
     start = b"(" + cursor.encode() if cursor else b"[" + prefix.encode()
     end = b"[" + prefix.encode() + b"\xff"
     raw = await redis.zrangebylex(rkeys.keys(), start, end, start=0, num=limit + 1)
-    page = [k.decode() for k in raw[:limit]]
+    page = [as_text(k) for k in raw[:limit]]
     more = len(raw) > limit
     items = await get_items(redis, tenant, page)
     live = [(k, item) for k, item in zip(page, items, strict=True) if item is not None]

@@ -25,7 +25,7 @@ from zeromem.logs import BoundedLog
 from zeromem.query.admission import Refused, admit_request, tenant_of_query_subject
 from zeromem.query.gate import TenantGate
 from zeromem.recall.service import RecallError, RecallService
-from zeromem.schemas import ErrorReply, RecallRequest, encode
+from zeromem.schemas import ErrorCode, ErrorReply, RecallRequest, encode
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class RecallResponder:
             # reply is sent (and, scheduled here, still within this span's context).
             asyncio.get_running_loop().call_soon(self.service.answered, request, reply, elapsed)
 
-    async def _error(self, msg: Msg, code: str, message: str) -> None:
+    async def _error(self, msg: Msg, code: ErrorCode, message: str) -> None:
         await self.nc.publish(
             msg.reply,
             encode(ErrorReply(error=message, code=code)),

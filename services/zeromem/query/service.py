@@ -73,7 +73,7 @@ async def _served(
     answer: Callable[[T], Awaitable[NatsResponse]],
 ) -> NatsResponse:
     """Admit the request, wait for its tenant's turn, answer it."""
-    subject = msg.raw_message.subject  # type: ignore[attr-defined]
+    subject = msg.raw_message.subject
     tenant = tenant_of_query_subject(subject)
     refused = gate.admit(tenant)
     if refused is not None:
@@ -97,7 +97,7 @@ def broker_publisher(broker: NatsBroker):  # type: ignore[no-untyped-def]
     headers and per-message work a side-effect record does not need)."""
 
     async def publish(subject: str, data: bytes, headers: dict[str, str] | None) -> None:
-        await broker.connection.publish(subject, data, headers=headers)  # type: ignore[union-attr]
+        await broker.connection.publish(subject, data, headers=headers)
 
     return publish
 

@@ -8,7 +8,7 @@ candidates. Cold by design; bounded per owner so an enormous archive cannot stal
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 from redis.asyncio import Redis
@@ -29,7 +29,7 @@ async def archived_candidates(
     tenant: str,
     owners: Sequence[str],
     query_terms: Sequence[str],
-    admits,  # type: ignore[no-untyped-def]  # Filters.admits
+    admits: Callable[[MemoryItem], bool],  # Filters.admits
     encoding: str,
 ) -> tuple[list[CandidateFeatures], dict[str, MemoryItem]]:
     keys = RedisKeys(tenant)

@@ -29,7 +29,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from itertools import compress
-from typing import Any, ClassVar, overload
+from typing import Any, ClassVar, TypedDict, overload
 
 from zeromem.schemas.memory import MemoryType
 from zeromem.store.text import SPEAKER_FIELD
@@ -716,16 +716,28 @@ class ByType(_Match):
         return c.type in self.values
 
 
+class FeedbackOverrides(TypedDict, total=False):
+    liked_weight: float
+    disliked_weight: float
+    important_weight: float
+    feedback_max_exponent: float
+
+
 class FeedbackWeight(Strategy):
     """Override the feedback weights (and optionally the exponent ceiling)."""
 
     name = "feedback_weight"
 
-    def __init__(self, overrides: dict[str, float]) -> None:
+    def __init__(self, overrides: FeedbackOverrides) -> None:
         self.overrides = overrides
 
     def config(self, base: RankingConfig) -> RankingConfig:
         return replace(base, **self.overrides)
+
+
+class RecencyOverrides(TypedDict, total=False):
+    half_life_s: float | None
+    decay_floor: float
 
 
 class Recency(Strategy):
@@ -733,7 +745,7 @@ class Recency(Strategy):
 
     name = "recency"
 
-    def __init__(self, overrides: dict[str, float | None]) -> None:
+    def __init__(self, overrides: RecencyOverrides) -> None:
         self.overrides = overrides
 
     def config(self, base: RankingConfig) -> RankingConfig:
@@ -808,8 +820,7 @@ def _build(spec: Any, depth: int) -> Strategy:
     if not isinstance(spec, Mapping):
         raise StrategyError(f"a strategy must be an object like {{'name': ...}}, got {spec!r}")
     name = spec.get("name")
-    builder = _BUILDERS.get(name) if isinstance(name, str) else None
-    if builder is None:
+    if not isinstance(name, str) or (builder := _BUILDERS.get(name)) is None:
         raise StrategyError(f"unknown strategy {name!r}; known: {', '.join(sorted(_BUILDERS))}")
     params = _Params(name, spec)
     strategy = builder(params, depth)
@@ -925,15 +936,13 @@ def _by_type(p: _Params, depth: int) -> Strategy:
 
 
 def _feedback_weight(p: _Params, depth: int) -> Strategy:
-    overrides: dict[str, float] = {}
-    for key, setting in (
-        ("liked", "liked_weight"),
-        ("disliked", "disliked_weight"),
-        ("important", "important_weight"),
-    ):
-        value = p.number(key, low=0.0)
-        if value is not None:
-            overrides[setting] = value
+    overrides: FeedbackOverrides = {}
+    if (liked := p.number("liked", low=0.0)) is not None:
+        overrides["liked_weight"] = liked
+    if (disliked := p.number("disliked", low=0.0)) is not None:
+        overrides["disliked_weight"] = disliked
+    if (important := p.number("important", low=0.0)) is not None:
+        overrides["important_weight"] = important
     top = p.number("max_exponent", low=1.0, high=16.0)
     if top is not None:
         overrides["feedback_max_exponent"] = top
@@ -946,7 +955,7 @@ def _feedback_weight(p: _Params, depth: int) -> Strategy:
 
 
 def _recency(p: _Params, depth: int) -> Strategy:
-    overrides: dict[str, float | None] = {}
+    overrides: RecencyOverrides = {}
     if "half_life_s" in p.spec and p.spec["half_life_s"] is None:
         p.used.add("half_life_s")
         overrides["half_life_s"] = None

@@ -29,7 +29,9 @@ from typing import Any
 
 import msgspec
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import ResponseError
+from redis.typing import EncodableT
 
 from zeromem.recall.ranking import CandidateFeatures, CorpusStats, RankingConfig, idf
 from zeromem.schemas import MemoryItem, MemoryType, RecallScope, owner_of
@@ -44,6 +46,7 @@ from zeromem.store.keys import (
     token_field,
 )
 from zeromem.store.postings import POSTING_TF_SCALE, posting_tf
+from zeromem.store.replies import as_text
 from zeromem.store.text import is_field_term
 from zeromem.store.tokens import DEFAULT_ENCODING, count_tokens
 
@@ -335,7 +338,7 @@ async def _survey(
 ) -> Survey:
     expand = NEIGHBOUR_EXPAND if config.neighbour_share > 0.0 else 0
     low, high = (repr(date_range[0]), repr(date_range[1])) if date_range else ("", "")
-    args: list[object] = [
+    args: list[EncodableT] = [
         POSTINGS_LIMIT,
         RECENT_LIMIT,
         keep_n,
@@ -465,7 +468,8 @@ async def _fetch_rows(
 ) -> list[Any]:
     members = list(keys_)
     rkeys = [keys.item(key) for key in members]
-    return await scripts.RECALL_FETCH(redis, rkeys, [token_field(encoding), *members])  # type: ignore[no-any-return]
+    rows: list[Any] = await scripts.RECALL_FETCH(redis, rkeys, [token_field(encoding), *members])
+    return rows
 
 
 _Read = tuple[Card, int, int, int, int, int]  # card, liked, disliked, important, tokens, length
@@ -551,7 +555,9 @@ def _time_bounds(filters: Filters) -> tuple[str, str]:
     return low, high
 
 
-def _queue_filter_sizes(pipe, keys, owners, filters) -> int:  # type: ignore[no-untyped-def]
+def _queue_filter_sizes(
+    pipe: Pipeline, keys: RedisKeys, owners: Sequence[str], filters: Filters
+) -> int:
     queries = _filter_queries(keys, owners, filters)
     for kind, _owner, rkey, value in queries:
         if kind in ("type", "tag"):
@@ -563,7 +569,13 @@ def _queue_filter_sizes(pipe, keys, owners, filters) -> int:  # type: ignore[no-
     return len(queries)
 
 
-def _queue_filter_members(pipe, keys, owners, filters, plan) -> None:  # type: ignore[no-untyped-def]
+def _queue_filter_members(
+    pipe: Pipeline,
+    keys: RedisKeys,
+    owners: Sequence[str],
+    filters: Filters,
+    plan: list[tuple[str, str, str]],
+) -> None:
     for kind, owner, rkey, value in _filter_queries(keys, owners, filters):
         if kind in ("type", "tag"):
             pipe.smembers(rkey)
@@ -575,7 +587,7 @@ def _queue_filter_members(pipe, keys, owners, filters, plan) -> None:  # type: i
 
 
 def _resolve_filter_sets(
-    plan: list[tuple[str, str, str]], replies: list[object], owners: set[str]
+    plan: list[tuple[str, str, str]], replies: Sequence[Iterable[object]], owners: set[str]
 ) -> set[str]:
     """Within a kind, values are alternatives (any of the types, any of the tags) and
     owners add up; across kinds every filter must hold; nothing outside the owners."""
@@ -583,7 +595,7 @@ def _resolve_filter_sets(
     for (kind, _owner, _value), reply in zip(plan, replies, strict=False):
         if kind in ("term", "recent"):
             continue
-        members = {m.decode() for m in reply}  # type: ignore[attr-defined]
+        members = {as_text(m) for m in reply}
         by_kind.setdefault(kind, set()).update(members)
     sets = list(by_kind.values())
     result = sets[0] if sets else set()

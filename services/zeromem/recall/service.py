@@ -16,18 +16,19 @@ from redis.asyncio import Redis
 
 from zeromem.limits import Limits, refusal
 from zeromem.recall.dates import date_range
-from zeromem.recall.packing import PackItem, pack
+from zeromem.recall.packing import PackItem, PackResult, pack
 from zeromem.recall.ranking import (
     ByTag,
     ByType,
     Compose,
+    Ranking,
     RankingConfig,
     Strategy,
     TimeWindow,
     build_strategy,
     score_candidates,
 )
-from zeromem.recall.retrieve import Filters, fetch_items, gather
+from zeromem.recall.retrieve import Filters, Gathered, fetch_items, gather
 from zeromem.schemas import (
     Candidate,
     MemoryKey,
@@ -255,8 +256,8 @@ class RecallService:
         )
 
     async def _prefetch_references(
-        self, request: RecallRequest, ranking, items: dict[str, Card], now: float
-    ) -> None:  # type: ignore[no-untyped-def]
+        self, request: RecallRequest, ranking: Ranking, items: dict[str, Card], now: float
+    ) -> None:
         """Fetch the memories the best candidates reference (two links deep), so the packer
         can pull them in; they may lie outside the scope."""
         if not any(card.references for card in items.values()):
@@ -272,7 +273,7 @@ class RecallService:
             frontier = {ref for card in fetched.values() for ref in card.references}
 
     @staticmethod
-    def _explain(ranking, result, gathered) -> tuple[Candidate, ...]:  # type: ignore[no-untyped-def]
+    def _explain(ranking: Ranking, result: PackResult, gathered: Gathered) -> tuple[Candidate, ...]:
         out = [
             Candidate(
                 key=c.key,

@@ -73,12 +73,14 @@ from zeromem.schemas import (
     Rejected,
     Restore,
     Result,
+    ResultStatus,
     StatsReply,
     StatsRequest,
     Touch,
     decode,
     decode_result,
     encode,
+    status_of,
 )
 from zeromem.sdk.acks import AckCounter
 from zeromem.sdk.batching import CommandBatcher
@@ -108,6 +110,10 @@ class Wait(str, Enum):
     APPLIED = "applied"  # a worker applied it, or answered conflict / rejected
 
 
+# "published" and "stored" before any worker answered; a result's status after.
+ReceiptStatus = Literal["published", "stored"] | ResultStatus
+
+
 @dataclass(frozen=True, slots=True)
 class Receipt:
     """What a write returns. ``status`` is ``published``, ``stored``, ``applied``,
@@ -115,7 +121,7 @@ class Receipt:
 
     command_id: str
     key: str
-    status: str
+    status: ReceiptStatus
     stream_seq: int = 0
     duplicate: bool = False  # JetStream had already stored this command id
     result: Result | None = None
@@ -531,10 +537,7 @@ class MemoryClient:
             raise WaitTimeoutError(command.id, self.timeout) from None
         finally:
             self._waiting.pop(command.id, None)
-        status = {"Applied": "applied", "Conflict": "conflict"}.get(
-            type(result).__name__, "rejected"
-        )
-        return Receipt(command.id, key, status, ack.seq, bool(ack.duplicate), result)
+        return Receipt(command.id, key, status_of(result), ack.seq, bool(ack.duplicate), result)
 
     def route(self, tenant: str, agent: str, key: str, importing: bool = False) -> tuple[str, bool]:
         """(the subject a command on ``key`` goes to, whether the key names a memory)."""

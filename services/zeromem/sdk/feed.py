@@ -31,7 +31,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from zeromem import naming
-from zeromem.schemas import Applied, Conflict, Result, decode_results
+from zeromem.schemas import Applied, Conflict, Result, decode_results, status_of
 
 _SEEN_LIMIT = 65536  # command ids remembered for dropping repeats
 _SCALE = naming.MAX_BATCH_RESULTS
@@ -193,7 +193,7 @@ class ChangeFeed:
                 and not any(k.startswith(self.prefix) for k in getattr(result, "keys", ()))
             ):
                 continue
-            ident = f"{result.command_id}|{type(result).__name__}"
+            ident = f"{result.command_id}|{status_of(result)}"
             if ident in self._seen:
                 continue
             self._seen[ident] = None

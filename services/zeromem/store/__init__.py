@@ -10,7 +10,8 @@ import from here and never from each other:
 - ``postings``: the scores of recall's inverted index;
 - ``text``: the term analyser (indexing at write time, the query at recall time);
 - ``tokens``: exact, offline token counts;
-- ``usage``: recall's token-usage ledger.
+- ``usage``: recall's token-usage ledger;
+- ``replies``: Redis replies narrowed to bytes.
 
 Submodules are imported explicitly; this package imports nothing, so that loading one
 piece (say the analyser in a worker) never pays for tiktoken.

@@ -21,6 +21,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import NoScriptError
+from redis.typing import EncodableT
 
 _NO_WRITES = "#!lua flags=no-writes"
 
@@ -48,7 +49,7 @@ class Script:
         self.sha = hashlib.sha1(source.encode()).hexdigest()
 
     async def __call__(
-        self, redis: Redis, keys: Sequence[object] = (), args: Sequence[object] = ()
+        self, redis: Redis, keys: Sequence[EncodableT] = (), args: Sequence[EncodableT] = ()
     ) -> Any:
         try:
             if self.readonly:
@@ -60,7 +61,7 @@ class Script:
             return await redis.eval(self.source, len(keys), *keys, *args)
 
     def queue(
-        self, pipe: Pipeline, keys: Sequence[object] = (), args: Sequence[object] = ()
+        self, pipe: Pipeline, keys: Sequence[EncodableT] = (), args: Sequence[EncodableT] = ()
     ) -> None:
         """Queue a call in a pipeline, source and all (a pipeline cannot fall back on
         NOSCRIPT per command): for the small scripts that are pipelined."""

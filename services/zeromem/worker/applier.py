@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from zeromem.limits import Limits, refusal
 from zeromem.logs import BoundedLog
-from zeromem.schemas import Archive, Forget, Rejected, Restore, Result
+from zeromem.schemas import Applied, Archive, Conflict, Forget, Rejected, Restore, Result, op_of
 from zeromem.store.items import KeyState
 from zeromem.telemetry import Telemetry
 from zeromem.worker.engine import COUNT_FEEDBACK, NOTHING, TOMBSTONE, WRITE, Engine, Outcome
@@ -319,9 +319,11 @@ class Applier:
                 stale_keys.add(ident)
                 redo.append(i)
             elif reply.status == DUPLICATE:
-                results[i] = reply.stored_result
+                stored = reply.stored_result
+                assert stored is not None  # commit.lua answers "dup" with the stored result
+                results[i] = stored
                 self.stats.duplicates += 1
-                tally[(outcome.command.tenant, reply.stored_result.op, "duplicate")] += 1
+                tally[(outcome.command.tenant, stored.op, "duplicate")] += 1
             elif reply.status == OK:
                 results[i] = outcome.result
                 self._count(outcome.result, tally)
@@ -456,6 +458,7 @@ class Applier:
         """A forget or archive (over an owner, committed all or nothing in one call), or a
         restore (which reads the archive tier). Retried on a race with the reaper."""
         command = item.command
+        assert isinstance(command, Forget | Archive | Restore)  # _SPECIAL routes only these
         tenant = command.tenant
         tally = self._tallies.setdefault(shard, Counter())
         for _attempt in range(20):
@@ -466,7 +469,7 @@ class Applier:
             if item.sequence <= self._floors.get(shard, 0):
                 self.stats.skipped += 1
                 return None
-            if type(command) is Restore:
+            if isinstance(command, Restore):
                 states, _ = await self.store.read([(tenant, item.key)], [])
                 state = states[0]
                 if state.archived:
@@ -475,7 +478,7 @@ class Applier:
                     self.engine.decide(command, item.key, state, item.timestamp, item.importing)
                 ]
             else:
-                outcomes = await self._decide_owner(command, item.timestamp)  # type: ignore[arg-type]
+                outcomes = await self._decide_owner(command, item.timestamp)
             position = item.position
             outcomes[-1].sequence = item.sequence  # the summary: the one that is recorded
             sequences = [0] * (len(outcomes) - 1) + [position]
@@ -516,7 +519,7 @@ class Applier:
         tenant, owner = command.tenant, command.key
         if owner.count(":") != 1:
             return self.engine.decide_owner(command, {}, {}, now)
-        if type(command) is Forget:
+        if isinstance(command, Forget):
             low = "-inf" if command.since is None else repr(command.since)
             high = "+inf" if command.until is None else repr(command.until)
         else:
@@ -533,16 +536,15 @@ class Applier:
         )
 
     def _count(self, result: Result, tally: Counter[tuple[str, str, str]]) -> None:
-        status = type(result).__name__
-        if status == "Applied":
+        if type(result) is Applied:
             self.stats.applied += 1
             self.stats.by_op[result.op] = self.stats.by_op.get(result.op, 0) + 1
             tally[(result.tenant, result.op, "applied")] += 1
-            if result.op == "put" and result.previous_version == 0:  # type: ignore[union-attr]
+            if result.op == "put" and result.previous_version == 0:
                 tally[(result.tenant, "", "created")] += 1
             elif result.op == "delete":
                 tally[(result.tenant, "", "removed")] += 1
-        elif status == "Conflict":
+        elif type(result) is Conflict:
             self.stats.conflicts += 1
             tally[(result.tenant, result.op, "conflict")] += 1
         else:
@@ -607,7 +609,7 @@ def _rejection(item: Admitted, version: int, last_command: str, reason: str) -> 
             command_id=command.id,
             tenant=command.tenant,
             key=item.key,
-            op=type(command).__name__.lower(),
+            op=op_of(command),
             agent=command.agent,
             applied_at=item.timestamp,
             reason=reason,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -36,6 +36,7 @@ from zeromem.schemas import (
     Restore,
     Result,
     Touch,
+    op_of,
 )
 from zeromem.store.card import encode_card
 from zeromem.store.items import KeyState
@@ -64,8 +65,13 @@ from zeromem.worker.merge_patch import merge_patch
 ZADD, ZREM, SADD, SREM, HINCRBY, HSET, HDEL = "za", "zr", "sa", "sr", "hi", "hs", "hd"
 IndexOp = tuple[str, str, Any, Any]
 
-# What the commit script does to the item hash.
-WRITE, TOMBSTONE, COUNT_FEEDBACK, NOTHING, ARCHIVE = "w", "t", "f", "-", "a"
+# What the commit script does to the item hash (commit.lua reads these letters).
+Action = Literal["w", "t", "f", "-", "a"]
+WRITE: Final = "w"
+TOMBSTONE: Final = "t"
+COUNT_FEEDBACK: Final = "f"
+NOTHING: Final = "-"
+ARCHIVE: Final = "a"
 
 REAPER_AGENT = "zeromem-reaper"  # the agent id recorded on expiries
 
@@ -87,8 +93,11 @@ ContentDeriver = Callable[[Any], str]
 class Outcome:
     command: Command
     key: str
+    # Set on every path before the outcome leaves the engine. Built with None first (each
+    # `type: ignore[arg-type]` where an Outcome is made) rather than a placeholder result
+    # allocated per command that every path would then replace.
     result: Result
-    action: str = NOTHING
+    action: Action = NOTHING
     # The state this outcome was decided on; the commit applies only if Redis still holds it.
     base_version: int = 0
     base_command: str = ""
@@ -171,8 +180,8 @@ class Engine:
         base = Outcome(
             command,
             key,
-            None,
-            base_version=state.version,  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]  # result set below (Outcome.result)
+            base_version=state.version,
             base_command=state.last_command,
         )
         if isinstance(command, Feedback):
@@ -188,7 +197,7 @@ class Engine:
                     command_id=command.id,
                     tenant=command.tenant,
                     key=key,
-                    op=_op(command),
+                    op=op_of(command),
                     agent=command.agent,
                     applied_at=now,
                     expected_version=expected,
@@ -261,7 +270,7 @@ class Engine:
             command_id=command.id,
             tenant=command.tenant,
             key=key,
-            op=_op(command),
+            op=op_of(command),
             agent=command.agent,
             applied_at=now,
             version=new.version,
@@ -377,7 +386,13 @@ class Engine:
         return self._tombstone(command, key, state, at, base, "expired")
 
     def _tombstone(
-        self, command: Delete, key: str, state: KeyState, now: float, base: Outcome, op: str
+        self,
+        command: Delete | Expire | Forget,
+        key: str,
+        state: KeyState,
+        now: float,
+        base: Outcome,
+        op: str,
     ) -> Outcome:
         assert state.item is not None
         base.action = TOMBSTONE
@@ -550,8 +565,8 @@ class Engine:
         outcome per memory touched, then the command's own (summary) outcome; the worker
         commits them all in one atomic call."""
         owner = command.key
-        op = _op(command)
-        summary = Outcome(command, owner, None, guarded=False)  # type: ignore[arg-type]
+        op = op_of(command)
+        summary = Outcome(command, owner, None, guarded=False)  # type: ignore[arg-type]  # result set below (Outcome.result)
         if owner.count(":") != 1:
             summary.result = self._rejected(
                 command,
@@ -578,12 +593,12 @@ class Engine:
                 part = Outcome(
                     command,
                     key,
-                    None,
-                    base_version=state.version,  # type: ignore[arg-type]
+                    None,  # type: ignore[arg-type]  # result set below (Outcome.result)
+                    base_version=state.version,
                     base_command=state.last_command,
                     record=False,
                 )
-                outcomes.append(self._tombstone(command, key, state, now, part, "forget"))  # type: ignore[arg-type]
+                outcomes.append(self._tombstone(command, key, state, now, part, "forget"))
             for key in sorted(archived):
                 if key in states and states[key].item is not None:
                     continue  # a live memory shadows an archived one; handled above
@@ -594,8 +609,8 @@ class Engine:
                 part = Outcome(
                     command,
                     key,
-                    None,
-                    base_version=state.version,  # type: ignore[arg-type]
+                    None,  # type: ignore[arg-type]  # result set below (Outcome.result)
+                    base_version=state.version,
                     base_command=state.last_command,
                     record=False,
                     action=TOMBSTONE,
@@ -616,8 +631,8 @@ class Engine:
                 part = Outcome(
                     command,
                     key,
-                    None,
-                    base_version=state.version,  # type: ignore[arg-type]
+                    None,  # type: ignore[arg-type]  # result set below (Outcome.result)
+                    base_version=state.version,
                     base_command=state.last_command,
                     record=False,
                     action=ARCHIVE,
@@ -646,7 +661,7 @@ class Engine:
             command_id=command.id,
             tenant=command.tenant,
             key=key,
-            op=_op(command),
+            op=op_of(command),
             agent=command.agent,
             applied_at=now,
             reason=reason,
@@ -788,14 +803,3 @@ _EMPTY = Analysis(terms={}, length=0, tokens=0)
 def _owner(key: str) -> str:
     ns, owner_id, _ = key.split(":", 2)
     return f"{ns}:{owner_id}"
-
-
-_OPS: dict[type, str] = {}
-
-
-def _op(command: Command) -> str:
-    cls = type(command)
-    op = _OPS.get(cls)
-    if op is None:
-        op = _OPS[cls] = cls.__name__.lower()
-    return op

@@ -17,6 +17,7 @@ from zeromem import naming
 from zeromem.schemas import Result, owner_of
 from zeromem.settings import Settings
 from zeromem.store.keys import EXPIRING_TENANTS_KEY, RedisKeys
+from zeromem.store.replies import as_text
 from zeromem.worker.applier import Applier
 from zeromem.worker.store import OK
 
@@ -42,13 +43,13 @@ async def reap_expired(
     now = time.time()
     reaped = 0
     for raw_tenant in await redis.smembers(EXPIRING_TENANTS_KEY):
-        tenant = raw_tenant.decode()
+        tenant = as_text(raw_tenant)
         due = await redis.zrangebyscore(
             RedisKeys(tenant).expiring(), "-inf", now, start=0, num=limit
         )
         by_shard: dict[int, list[str]] = {}
         for raw_key in due:
-            key = raw_key.decode()
+            key = as_text(raw_key)
             shard = naming.shard_for(tenant, owner_of(key), shards)
             if shard in owned:
                 by_shard.setdefault(shard, []).append(key)

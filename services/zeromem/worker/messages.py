@@ -76,7 +76,7 @@ def admit_messages(
             continue
         importing = naming.is_import_subject(msg.subject)
         headers = msg.headers
-        batched = bool(headers) and batch_header in headers
+        batched = headers is not None and batch_header in headers
         if batched:
             count = batch_length(msg.data)
             if count is None:
@@ -113,7 +113,7 @@ def admit_messages(
                 continue
             last = len(parts) - 1
         else:
-            parts, last = (msg.data,), 0
+            parts, last = [msg.data], 0
         position = seq if positions is None else positions.get(seq, seq)
         for index, data in enumerate(parts):
             try:
@@ -127,7 +127,7 @@ def admit_messages(
                 )
             except Exception as exc:  # never let one message stop the shard
                 verdict = Invalid(f"invalid: {describe(exc)}")
-            if type(verdict) is Invalid:
+            if isinstance(verdict, Invalid):
                 dead.append(Dead(msg, data, verdict.reason, seq, index if batched else None))
                 continue
             admitted.append(
@@ -137,7 +137,7 @@ def admit_messages(
                     resolve_key(verdict),
                     seq,
                     ts,
-                    data,  # type: ignore[arg-type]
+                    data,
                     index if batched else None,
                     position if index == last else 0,
                     importing=importing,

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
+from nats.js.api import PubAck
 
 from zeromem import naming
 from zeromem.lifecycle.audit import dead_letter_entry, write_entry
@@ -33,6 +34,7 @@ from zeromem.schemas import (
     encode,
     encode_batch,
     split_batch,
+    status_of,
 )
 from zeromem.telemetry import Telemetry
 from zeromem.worker.applier import WorkerStats
@@ -90,7 +92,7 @@ class Outbox:
 
     async def publish_audit(
         self, shard: int, batch: list[Admitted], results: list[Result | None]
-    ) -> list[asyncio.Future[object]]:
+    ) -> list[asyncio.Future[PubAck]]:
         """One audit message per tenant in the batch (nearly always one): every applied,
         conflicting and rejected command, redacted."""
         by_tenant: dict[str, list[object]] = {}
@@ -109,7 +111,7 @@ class Outbox:
             # batch messages can hold thousands of commands).
             parts = fit(
                 entries,
-                lambda part: _encode(AuditBatch(entries=tuple(part))),  # type: ignore[arg-type]
+                lambda part: _encode(AuditBatch(entries=tuple(part))),
                 self.payload_limit,
             )
             for n, data in enumerate(parts):
@@ -195,7 +197,7 @@ class Outbox:
                 tenant=result.tenant,
                 op=result.op,
                 key=result.key,
-                status=type(result).__name__.lower(),
+                status=status_of(result),
                 command_id=item.command.id,
                 seq=item.sequence,
                 reason=f"audit entry incomplete: {type(exc).__name__}",
@@ -219,7 +221,7 @@ class Outbox:
         # stored before the originals are acked: nothing is lost (bounded, like the audit)
         await asyncio.wait_for(asyncio.gather(*acks), self.ack_wait_s)
 
-    async def send_dead_letters(self, shard: int, dead: list[Dead]) -> list[asyncio.Future[object]]:
+    async def send_dead_letters(self, shard: int, dead: list[Dead]) -> list[asyncio.Future[PubAck]]:
         """Publish ``dead`` (each with its audit record); returns the acknowledgements to
         wait for before the originals are acknowledged."""
         now = time.time()

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from nats.js.api import PubAck
 from opentelemetry import propagate
 from opentelemetry.trace import SpanKind
 from redis.asyncio import Redis
@@ -49,7 +50,7 @@ from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.limits import refusal
 from zeromem.logs import BoundedLog
 from zeromem.quota import RateQuota
-from zeromem.schemas import Result
+from zeromem.schemas import Result, status_of
 from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
 from zeromem.worker.applier import Applier, RedisBehindError
@@ -262,7 +263,7 @@ class WorkerService:
         # it does not deliver them again while they wait for their tenant's turn.
         ack_wait = self.settings.ack_wait_s
         renewed_at = time.monotonic()
-        refusals: list[asyncio.Future[object]] = []  # dead letters of messages over quota
+        refusals: list[asyncio.Future[PubAck]] = []  # dead letters of messages over quota
         try:
             while not self._stopping.is_set():
                 if keeper.done():
@@ -430,7 +431,7 @@ class WorkerService:
         commands they carried. ``positions``: per message (by stream sequence), the
         position the shard may record once it is applied (default: its own sequence)."""
         admitted, dead = self.admit(shard, msgs, positions)
-        dead_acks: list[asyncio.Future[object]] = []
+        dead_acks: list[asyncio.Future[PubAck]] = []
         if dead:
             # Their acknowledgements are awaited with the audit's: the commands around them
             # do not wait for a round trip first.
@@ -516,7 +517,7 @@ class WorkerService:
                     attributes={
                         "zeromem.tenant": item.command.tenant,
                         "zeromem.op": result.op,
-                        "zeromem.outcome": type(result).__name__.lower(),
+                        "zeromem.outcome": status_of(result),
                         "messaging.system": "nats",
                         "messaging.operation.type": "process",
                     },

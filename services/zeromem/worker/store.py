@@ -18,6 +18,7 @@ from zeromem.schemas import Applied, MemoryItem, Result, decode_result, owner_of
 from zeromem.store import scripts
 from zeromem.store.items import NO_FEEDBACK, KeyState, decode_item, decode_item_hash
 from zeromem.store.keys import ITEM_FIELDS, redis_keys, shard_lease_key, shard_sequence_key
+from zeromem.store.replies import as_bytes
 from zeromem.worker.engine import Outcome
 
 _ENCODE = msgspec.msgpack.Encoder().encode  # the same bytes as schemas.encode, one call less
@@ -75,7 +76,7 @@ class Store:
         """``read``, and what each of ``tenants`` stores: [memories, bytes]."""
         # One call instead of a pipeline of commands: at a few hundred commands a batch,
         # packing each command's arguments in redis-py cost more than Redis spent answering.
-        rkeys: list[object] = [redis_keys(tenant).item(key) for tenant, key in keys]
+        rkeys: list[str] = [redis_keys(tenant).item(key) for tenant, key in keys]
         rkeys += [redis_keys(tenant).stored() for tenant in tenants]
         rkeys += [redis_keys(tenant).command(cid) for tenant, cid in command_ids]
         replies = await scripts.READ_ITEMS(
@@ -98,7 +99,7 @@ class Store:
     async def archived_item(self, tenant: str, key: str) -> MemoryItem | None:
         """A memory in the archive tier (what a restore brings back)."""
         blob = await self.redis.hget(redis_keys(tenant).archive(owner_of(key)), key)
-        return decode_item(blob) if blob else None
+        return decode_item(as_bytes(blob)) if blob else None
 
     async def owner_memories(
         self, tenant: str, owner: str, low: str, high: str, *, archived: bool
@@ -188,7 +189,7 @@ class Store:
     @staticmethod
     def stored_bytes(decision: tuple[object, ...]) -> int:
         """The size of the memory a write decision stores (its encoded form)."""
-        return len(decision[9])  # type: ignore[arg-type]
+        return len(decision[9])  # type: ignore[arg-type]  # the encoded item (Store.decision)
 
     async def commit_decisions(
         self,
@@ -238,12 +239,12 @@ def _flat_ops(ops: Sequence[tuple[str, str, object, object]]) -> list[str | byte
     return flat
 
 
-def _arg(value: object) -> str:
+def _arg(value: object) -> str | bytes:
     # Every argument travels as a string so scores keep their exact value (Lua numbers
     # would be reformatted on the way into Redis).
     # Bytes (an archived memory's record) travel as they are: msgpack raw, a Lua string.
     if isinstance(value, (str, bytes)):
-        return value  # type: ignore[return-value]
+        return value
     return repr(value) if isinstance(value, float) else str(value)
 
 
