@@ -18,6 +18,7 @@ busy; the checks only read state the loop keeps (no I/O from the probe's thread)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -80,7 +81,8 @@ class Health:
 
 def serve_health(health: Health, host: str, port: int) -> ThreadingHTTPServer:
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` from a daemon
-    thread; returns the server (``.shutdown()`` stops it)."""
+    thread, and start the liveness beat when called from a running loop; returns the
+    server (``.shutdown()`` stops it)."""
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
     class Handler(BaseHTTPRequestHandler):
@@ -109,4 +111,6 @@ def serve_health(health: Health, host: str, port: int) -> ThreadingHTTPServer:
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, name="zeromem-health", daemon=True)
     thread.start()
+    with contextlib.suppress(RuntimeError):  # no running loop: the caller beats later
+        health.start_beating()
     return server

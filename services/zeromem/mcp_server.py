@@ -196,7 +196,6 @@ class MemoryToolServer:
             health_server = serve_health(
                 health, self.settings.metrics_host, self.settings.metrics_port
             )
-            health.start_beating()
             health.started()
         try:
             await http.serve()

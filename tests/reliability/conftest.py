@@ -4,9 +4,11 @@ the run (pytest captures a test's output; the terminal summary does not)."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,17 +29,27 @@ CALL_FAILED = pytest.StashKey[bool]()
 LOG_TAIL_LINES = 40
 
 
-@pytest.fixture
-async def cluster(
-    tmp_path: Path, authority: Authority, request: pytest.FixtureRequest
+@contextlib.asynccontextmanager
+async def deployed(
+    tmp_path: Path, authority: Authority, request: pytest.FixtureRequest, **options: Any
 ) -> AsyncIterator[Cluster]:
-    deployment = await Cluster(tmp_path / "cluster", authority).start()
+    """A scenario's own deployment (``options``: Cluster's, e.g. ``nats_nodes=3``), stopped
+    afterwards; if the test failed, with the end of every service's log printed."""
+    deployment = await Cluster(tmp_path / "cluster", authority, **options).start()
     try:
         yield deployment
     finally:
         deployment.stop()
         if request.node.stash.get(CALL_FAILED, False):
             print_service_logs(deployment.root)
+
+
+@pytest.fixture
+async def cluster(
+    tmp_path: Path, authority: Authority, request: pytest.FixtureRequest
+) -> AsyncIterator[Cluster]:
+    async with deployed(tmp_path, authority, request) as deployment:
+        yield deployment
 
 
 def print_service_logs(root: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.cluster import Cluster, scale
-from tests.reliability.conftest import CALL_FAILED, print_service_logs
+from tests.reliability.conftest import deployed
 from tests.reliability.test_faults import assert_clean, later, run_scenario
 from zeromem import naming
 from zeromem.auth.authority import Authority
@@ -23,13 +23,8 @@ from zeromem.embedded.nats_cluster import NatsCluster
 async def replicated(
     tmp_path: Path, authority: Authority, request: pytest.FixtureRequest
 ) -> AsyncIterator[Cluster]:
-    deployment = await Cluster(tmp_path / "cluster", authority, nats_nodes=3).start()
-    try:
+    async with deployed(tmp_path, authority, request, nats_nodes=3) as deployment:
         yield deployment
-    finally:
-        deployment.stop()
-        if request.node.stash.get(CALL_FAILED, False):
-            print_service_logs(deployment.root)
 
 
 async def test_a_node_killed_and_restarted_at_a_time_loses_nothing(

@@ -62,7 +62,6 @@ def configure_telemetry(config: TelemetryConfig, health: Health | None = None) -
 
             health = health or Health()
             serve_health(health, config.metrics_host, config.metrics_port)
-            health.start_beating()
             readers.append(PrometheusMetricReader())
         except Exception:  # a port in use must not stop the service
             log.exception("Prometheus endpoint on port %d unavailable", config.metrics_port)
