@@ -115,7 +115,7 @@ PY_SOURCES := schemas services tests bench examples k8s
 TYPED := zeromem.schemas zeromem.store zeromem.worker zeromem.recall zeromem.query \
 	zeromem.lifecycle zeromem.encoding \
 	zeromem.naming zeromem.limits zeromem.quota zeromem.heap zeromem.logs zeromem.ids \
-	zeromem.health zeromem.extras
+	zeromem.health zeromem.extras zeromem.settings
 
 lint: $(STAMP) ## ruff (rules and the formatter's check), mypy --strict, the import contract
 	$(BIN)/python -m ruff check $(PY_SOURCES)

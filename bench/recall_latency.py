@@ -107,9 +107,9 @@ async def start_services(settings: Settings, workers: int) -> list[subprocess.Po
         as_role = settings_for_role(settings, authority, role)
         return dict(
             os.environ,
-            ZEROMEM_NATS_URL=settings.nats_url,
-            ZEROMEM_NATS_CREDS=as_role.nats_creds,
-            ZEROMEM_REDIS_URL=as_role.redis_url,
+            ZEROMEM_NATS_URL=settings.bus.nats_url,
+            ZEROMEM_NATS_CREDS=as_role.bus.nats_creds,
+            ZEROMEM_REDIS_URL=as_role.store.redis_url,
             ZEROMEM_SHARDS=str(settings.shards),
         )
 
@@ -139,7 +139,7 @@ async def start_services(settings: Settings, workers: int) -> list[subprocess.Po
     )
     await wait_for_workers(settings)
     async with await MemoryClient.connect(
-        settings.nats_url, tenant="bench-probe", agent="probe", timeout=1, settings=settings
+        settings.bus.nats_url, tenant="bench-probe", agent="probe", timeout=1, settings=settings
     ) as probe:
         for _ in range(300):
             try:

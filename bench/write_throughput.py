@@ -30,7 +30,6 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from pathlib import Path
 
 from nats.js.api import StreamConfig
@@ -97,9 +96,9 @@ async def running_workers(
     )
     env = dict(
         os.environ,
-        ZEROMEM_NATS_URL=settings.nats_url,
-        ZEROMEM_NATS_CREDS=as_worker.nats_creds,
-        ZEROMEM_REDIS_URL=as_worker.redis_url,
+        ZEROMEM_NATS_URL=settings.bus.nats_url,
+        ZEROMEM_NATS_CREDS=as_worker.bus.nats_creds,
+        ZEROMEM_REDIS_URL=as_worker.store.redis_url,
         ZEROMEM_SHARDS=str(settings.shards),
     )
     workers = [
@@ -133,7 +132,7 @@ def stack_settings(stack: EmbeddedStack, base: Settings) -> Settings:
     """``base`` on ``stack``, as its operator (admin) when the stack is secured."""
     if stack.authority is None:
         return base.with_urls(stack.nats_url, stack.redis_url)
-    return stack.settings_for(replace(base, auth_dir=str(stack.authority.directory)), "admin")
+    return stack.settings_for(base.with_(auth_dir=str(stack.authority.directory)), "admin")
 
 
 async def wait_for_workers(settings: Settings, timeout: float = 60.0) -> None:
@@ -172,7 +171,7 @@ async def zeromem_rate(
 
     observer = await connect_nats(settings, "bench-observer")  # agents may not watch core subjects
     async with await MemoryClient.connect(
-        settings.nats_url,
+        settings.bus.nats_url,
         tenant=tenant,
         agent="bench",
         shards=settings.shards,

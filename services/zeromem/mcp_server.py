@@ -186,15 +186,15 @@ class MemoryToolServer:
         config = uvicorn.Config(app, host=host, port=port, log_level="warning")
         http = uvicorn.Server(config)
         health_server = None
-        if self.settings.metrics_port:
+        if self.settings.telemetry.metrics_port:
             # /healthz and /readyz (ready once the HTTP transport listens) on the metrics
             # address, as every other zeromem process (zeromem.health)
             from zeromem.health import Health, serve_health
 
-            health = Health(self.settings.liveness_stall_s)
+            health = Health(self.settings.telemetry.liveness_stall_s)
             health.ready_when("http_listening", lambda: bool(http.started))
             health_server = serve_health(
-                health, self.settings.metrics_host, self.settings.metrics_port
+                health, self.settings.telemetry.metrics_host, self.settings.telemetry.metrics_port
             )
             health.started()
         try:
@@ -233,8 +233,8 @@ def _caller(ctx: Any, tokens: McpTokens) -> TokenIdentity | None:
 
 def nats_url(settings: Settings) -> str:
     """The configured NATS URL, else the embedded stack's (``zeromem up`` in data_dir)."""
-    if settings.nats_url:
-        return settings.nats_url
+    if settings.bus.nats_url:
+        return settings.bus.nats_url
     from zeromem.embedded import find_running_stack
 
     info = find_running_stack(settings.data_dir)

@@ -26,7 +26,7 @@ from zeromem.query.recall_responder import RecallResponder
 from zeromem.query.service import register_query_handlers, register_stats_handler
 from zeromem.recall.service import RecallService
 from zeromem.settings import Settings
-from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
+from zeromem.telemetry import Telemetry, configure_telemetry
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class ReadServices:
     ) -> ReadServices:
         # logger=None: FastStream's per-message log line costs more than a read itself.
         broker = NatsBroker(
-            settings.nats_servers,
+            settings.bus.nats_servers,
             logger=None,
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.25,  # as every other service connection (bus.connect_nats)
@@ -53,8 +53,8 @@ class ReadServices:
             **nats_connect_options(settings),
         )
         gate = TenantGate(settings.limits)  # every read of this process takes turns here
-        register_query_handlers(broker, redis, shards=settings.shards, gate=gate)
-        recall = register_stats_handler(broker, redis, telemetry, gate=gate)
+        register_query_handlers(broker, redis, settings, gate=gate)
+        recall = register_stats_handler(broker, redis, settings, telemetry, gate=gate)
         await broker.start()
         nc = await connect_nats(settings, name="zeromem-recall")
         responder = await RecallResponder(nc, recall, gate).start()
@@ -82,10 +82,8 @@ class ReadServices:
 
 async def run_read_services(settings: Settings) -> None:
     redis = connect_redis(settings, READ_COMMAND_TIMEOUT_S)
-    health = Health(settings.liveness_stall_s)
-    telemetry = configure_telemetry(
-        TelemetryConfig("serve", settings.metrics_port, settings.metrics_host), health
-    )
+    health = Health(settings.telemetry.liveness_stall_s)
+    telemetry = configure_telemetry("serve", settings.telemetry, health)
     services = await ReadServices.start(settings, redis, telemetry)
     # Ready: both connections up, so the queue-group subscriptions receive requests.
     health.ready_when("nats_connected", services.connected)

@@ -18,8 +18,8 @@ async def cli(  # type: ignore[no-untyped-def]
     """The CLI against ``settings``' servers; never a traceback."""
     env = dict(
         os.environ,
-        ZEROMEM_NATS_URL=settings.nats_url,
-        ZEROMEM_REDIS_URL=settings.redis_url,
+        ZEROMEM_NATS_URL=settings.bus.nats_url,
+        ZEROMEM_REDIS_URL=settings.store.redis_url,
         ZEROMEM_SHARDS=str(settings.shards),
         COLUMNS="200",
     )

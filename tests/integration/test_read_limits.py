@@ -53,7 +53,7 @@ async def test_the_default_stats_request_reads_only_the_retained_days(
 ) -> None:
     # The SDK's default `since` is 0 (open): the ledger keeps 35 days, so no more are read.
     async with await MemoryClient.connect(
-        running.nats_url, tenant=tenant, shards=running.shards
+        running.bus.nats_url, tenant=tenant, shards=running.shards
     ) as client:
         started = time.monotonic()
         reply = await client.stats()
@@ -149,7 +149,7 @@ async def test_a_reader_with_a_bar_cannot_break_its_tenants_stats(
         {"tenant": tenant, "reader": "x|y", "query": "q", "scope": {"owners": ["user:u1"]}},
     )
     async with await MemoryClient.connect(
-        running.nats_url, tenant=tenant, agent="ok", shards=running.shards
+        running.bus.nats_url, tenant=tenant, agent="ok", shards=running.shards
     ) as client:
         await client.recall("q", owners=["user:u1"])
         reply = await client.stats(since=time.time() - 3600)
@@ -172,7 +172,7 @@ async def test_a_read_nobody_serves_is_told_from_one_left_unanswered(isolated: S
     from zeromem.sdk import NoResponderError
 
     async with await MemoryClient.connect(
-        isolated.nats_url, tenant="t-nobody", agent="a", shards=isolated.shards, timeout=5.0
+        isolated.bus.nats_url, tenant="t-nobody", agent="a", shards=isolated.shards, timeout=5.0
     ) as client:
         started = time.monotonic()
         with pytest.raises(NoResponderError, match="no zeromem get service is subscribed"):

@@ -201,9 +201,9 @@ async def test_deleted_expired_and_rewritten_memories_are_never_returned(
 
 async def test_a_tenant_never_sees_another_tenants_memories(running, tenant: str) -> None:
     async with (
-        await MemoryClient.connect(running.nats_url, tenant=tenant, shards=running.shards) as a,
+        await MemoryClient.connect(running.bus.nats_url, tenant=tenant, shards=running.shards) as a,
         await MemoryClient.connect(
-            running.nats_url, tenant=tenant + "b", shards=running.shards
+            running.bus.nats_url, tenant=tenant + "b", shards=running.shards
         ) as b,
     ):
         await a.put("user:u1:secret", 1, content="launch code is 0000", wait="applied")

@@ -22,7 +22,7 @@ from zeromem.worker.pull import PullFeed
 
 async def _publish(settings: Settings, tenant: str, owner: str, n: int) -> int:
     async with await MemoryClient.connect(
-        settings.nats_url, tenant=tenant, shards=settings.shards
+        settings.bus.nats_url, tenant=tenant, shards=settings.shards
     ) as client:
         for i in range(n):
             await client.put(f"{owner}:step", i, wait="stored")

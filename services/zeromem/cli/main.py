@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 import sys
 import time
@@ -38,6 +37,7 @@ from zeromem.cli.common import (
 from zeromem.cli.lifecycle import add_lifecycle_parsers
 from zeromem.extras import require
 from zeromem.schemas import FeedbackKind, MemoryItem, MemoryType
+from zeromem.settings import Settings
 
 ENVIRONMENT_HELP = """environment:
   ZEROMEM_NATS_URL, ZEROMEM_REDIS_URL  servers to use (NATS_URL / REDIS_URL also work);
@@ -115,10 +115,11 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from zeromem.inspect.server import run_inspect
-    from zeromem.inspect.settings import InspectSettings
 
-    inspect = InspectSettings.from_env(host=args.host, port=args.port, tokens_file=args.tokens)
-    return run_inspect(resolved_settings(args), inspect, link=not args.no_link)
+    settings = resolved_settings(args)
+    flags = {"host": args.host, "port": args.port, "tokens_file": args.tokens}
+    inspect = settings.with_(inspect={k: v for k, v in flags.items() if v is not None}).inspect
+    return run_inspect(settings, inspect, link=not args.no_link)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -775,7 +776,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # --debug anywhere before a `--`: the traceback of an error, on top of its line
     cut = argv.index("--") if "--" in argv else len(argv)
-    debug = "--debug" in argv[:cut] or os.environ.get("ZEROMEM_DEBUG", "") not in ("", "0")
+    debug = "--debug" in argv[:cut]
     if "--debug" in argv[:cut]:
         argv.remove("--debug")
     parser = build_parser()
@@ -789,6 +790,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.debug = debug
     try:
+        # The one place a command's settings come from the environment (ZEROMEM_DEBUG
+        # among them); commands take them from ``args.settings`` (cli.common.settings_of).
+        args.settings = Settings.from_env()
+        args.debug = debug = debug or args.settings.debug
         return int(args.func(args) or 0)
     except (Exception, KeyboardInterrupt) as exc:
         return report_error(exc, debug)

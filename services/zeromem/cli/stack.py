@@ -32,7 +32,7 @@ from zeromem.cli.common import EXIT_IN_USE, CliError
 from zeromem.embedded import EmbeddedStack
 from zeromem.embedded.children import die_with_parent
 from zeromem.embedded.stack import StackLockedError, settings_for_role
-from zeromem.settings import Settings
+from zeromem.settings import Settings, child_environment
 from zeromem.store.keys import shard_lease_key
 
 # How long `up` waits for its children to hold every shard and answer reads. On this
@@ -117,7 +117,7 @@ def run_up(
 ) -> int:
     # Both servers embedded: both secured by the local authority. Servers of your own come
     # with their own credentials (ZEROMEM_NATS_CREDS, a Redis user in the URL).
-    embedded = not settings.nats_url and not settings.redis_url
+    embedded = not settings.bus.nats_url and not settings.store.redis_url
     stopping = False
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -130,8 +130,8 @@ def run_up(
     try:
         stack = EmbeddedStack(
             settings.data_dir,
-            nats_url=settings.nats_url,
-            redis_url=settings.redis_url,
+            nats_url=settings.bus.nats_url,
+            redis_url=settings.store.redis_url,
             secure=embedded,
         ).start()
     except StackLockedError as exc:
@@ -146,10 +146,9 @@ def run_up(
     try:
         admin = settings_for_role(settings, authority, "admin")
         asyncio.run(_provision(admin))
-        env = dict(os.environ)
-        env.update(
-            ZEROMEM_NATS_URL=settings.nats_url,
-            ZEROMEM_REDIS_URL=settings.redis_url,
+        env = child_environment(
+            ZEROMEM_NATS_URL=settings.bus.nats_url,
+            ZEROMEM_REDIS_URL=settings.store.redis_url,
             ZEROMEM_SHARDS=str(settings.shards),
         )
 
@@ -159,7 +158,9 @@ def run_up(
                 return env
             as_role = settings_for_role(settings, authority, role)
             return dict(
-                env, ZEROMEM_NATS_CREDS=as_role.nats_creds, ZEROMEM_REDIS_URL=as_role.redis_url
+                env,
+                ZEROMEM_NATS_CREDS=as_role.bus.nats_creds,
+                ZEROMEM_REDIS_URL=as_role.store.redis_url,
             )
 
         # With --metrics-port P: the read services scrape at P, P+1, ..., then the workers.
@@ -173,7 +174,7 @@ def run_up(
             if ports is None:
                 return base
             port = next(ports)
-            endpoints.append(f"http://{settings.metrics_host}:{port}/metrics")
+            endpoints.append(f"http://{settings.telemetry.metrics_host}:{port}/metrics")
             return dict(base, ZEROMEM_METRICS_PORT=str(port))
 
         log_json = ["--json"] if json_output else []
@@ -206,8 +207,8 @@ def run_up(
                 json.dumps(
                     {
                         "status": "ready",
-                        "nats_url": settings.nats_url,
-                        "redis_url": settings.redis_url,
+                        "nats_url": settings.bus.nats_url,
+                        "redis_url": settings.store.redis_url,
                         "data_dir": str(stack.data_dir),
                         "auth_dir": str(authority.directory) if authority is not None else "",
                         "shards": settings.shards,
@@ -226,8 +227,8 @@ def run_up(
             say(
                 f"zeromem is up and ready ({settings.shards} shards, {workers} worker "
                 f"process(es), {readers} read service(s))\n"
-                f"  NATS_URL={settings.nats_url}\n"
-                f"  REDIS_URL={settings.redis_url}\n"
+                f"  NATS_URL={settings.bus.nats_url}\n"
+                f"  REDIS_URL={settings.store.redis_url}\n"
                 f"  data: {stack.data_dir}\n"
                 + (
                     f"  auth: {authority.directory} (agents: `zeromem auth issue TENANT AGENT`)\n"

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from zeromem.embedded.servers import NatsServer, RedisServer, port_is_free
+from zeromem.settings import Settings
 
 STATE_FILE = "stack.json"
 LOCK_FILE = "up.lock"
@@ -162,7 +163,7 @@ class EmbeddedStack:
         (self.data_dir / STATE_FILE).write_text(json.dumps(asdict(info), indent=2) + "\n")
         return self
 
-    def settings_for(self, settings: Any, role: str) -> Any:
+    def settings_for(self, settings: Settings, role: str) -> Settings:
         """``settings`` pointed at this stack, as service ``role`` (``worker``,
         ``reader``, ``admin``): its NATS credential and its Redis user."""
         return settings_for_role(
@@ -190,18 +191,19 @@ class EmbeddedStack:
         self.stop()
 
 
-def settings_for_role(settings: Any, authority: Any, role: str) -> Any:
+def settings_for_role(settings: Settings, authority: Any, role: str) -> Settings:
     """``settings`` (URLs set) as service ``role`` of ``authority``'s deployment: the
     role's creds file, and its Redis user and password in the Redis URL. Unchanged when
     ``authority`` is None (an open stack)."""
-    from dataclasses import replace
-
     from zeromem.auth.redis_acl import url_with_user
 
     if authority is None:
         return settings
-    return replace(
-        settings,
-        nats_creds=str(authority.service_creds_path(role)),
-        redis_url=url_with_user(settings.redis_url, role, authority.redis_password(role)),
+    return settings.with_(
+        bus={"nats_creds": str(authority.service_creds_path(role))},
+        store={
+            "redis_url": url_with_user(
+                settings.store.redis_url, role, authority.redis_password(role)
+            )
+        },
     )

@@ -31,12 +31,10 @@ from zeromem.auth.authority import AuthError
 from zeromem.inspect import live, memories, operations, playground, savings
 from zeromem.inspect.access import COOKIE, Access, Viewer, token_of
 from zeromem.inspect.connections import Connections
-from zeromem.inspect.settings import InspectSettings
 from zeromem.lifecycle.redact import Redactor
-from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.schemas.keys import TENANT_REGEX
 from zeromem.sdk.errors import RequestRejectedError, ServiceUnavailableError
-from zeromem.settings import Settings
+from zeromem.settings import InspectSettings, Settings
 
 HERE = Path(__file__).parent
 # The page's own scripts and styles only; data for the charts travels in a JSON block.
@@ -61,7 +59,7 @@ class Inspector:
         self.inspect = inspect
         self.access = access
         self.connections = Connections(settings, inspect)
-        self.redactor = Redactor(LifecycleSettings.from_env().sensitive_pattern)
+        self.redactor = Redactor(settings.lifecycle.sensitive_pattern)
         self.masker = memories.Masker(self.redactor)
         self.streams = live.StreamSlots(inspect.max_streams)
         self.no_audit: set[str] = set()  # creds files that may not read the audit trail
@@ -491,7 +489,7 @@ def create_app(
     """The inspector for the deployment ``settings`` points at (its NATS URL; its Redis URL
     and user for the operator views). ``access`` defaults to the token file of
     ``inspect.tokens_file``, else ``inspect-tokens.json`` of the local authority."""
-    inspect = inspect or InspectSettings.from_env()
+    inspect = inspect or settings.inspect
     if access is None:
         from zeromem.inspect.access import TOKENS_FILE
 

@@ -64,7 +64,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
@@ -91,6 +90,7 @@ from langgraph.store.base import (
 from zeromem.recall.ranking import bm25
 from zeromem.schemas import MemoryItem, MemoryKey, MemoryType
 from zeromem.sdk.client import MemoryClient, Wait
+from zeromem.settings import Settings
 from zeromem.store.text import terms
 
 try:  # newer langgraph validates the labels of ops handed straight to batch()
@@ -206,14 +206,17 @@ class ZeromemStore(BaseStore):
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, daemon=True, name="zeromem-store")
         thread.start()
-        if creds is None and not (
-            os.environ.get("ZEROMEM_CREDS")
-            or os.environ.get("NATS_CREDS")
-            or os.environ.get("ZEROMEM_NATS_CREDS")
-        ):
+        settings = Settings.from_env()
+        if creds is None and not settings.bus.nats_creds:
             tenant, agent = tenant or "default", agent or "langgraph"
         connect = MemoryClient.connect(
-            url, tenant=tenant, agent=agent, shards=shards, creds=creds, timeout=timeout
+            url,
+            tenant=tenant,
+            agent=agent,
+            shards=shards,
+            creds=creds,
+            timeout=timeout,
+            settings=settings,
         )
         client = asyncio.run_coroutine_threadsafe(connect, loop).result()
         store = cls(client, loop=loop, **kwargs)

@@ -23,10 +23,10 @@ def contract_info(settings: Settings, shards: int, max_payload: int) -> InfoRepl
     return InfoReply(
         version=WIRE_VERSION,
         shards=shards,
-        dedupe_window_s=settings.dedupe_window_s,
+        dedupe_window_s=settings.bus.dedupe_window_s,
         batch_commands=settings.limits.batch_commands,
         value_bytes=settings.limits.value_bytes,
-        max_clock_skew_s=settings.max_clock_skew_s,
+        max_clock_skew_s=settings.worker.max_clock_skew_s,
         max_payload=max_payload,
     )
 

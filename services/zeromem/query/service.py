@@ -10,6 +10,7 @@ up another tenant's behind it in the subscription.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -20,7 +21,6 @@ from redis.asyncio import Redis
 from zeromem import naming
 from zeromem.lifecycle.reads import ReadRecorder
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
-from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.limits import Limits, refusal
 from zeromem.logs import BoundedLog
 from zeromem.query.admission import (
@@ -51,7 +51,6 @@ from zeromem.store.usage import TooManyRows, read_usage
 from zeromem.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
-_log = BoundedLog(log, Limits().log_interval_s)
 T = TypeVar("T")
 
 
@@ -64,6 +63,12 @@ def handlers(limits: Limits) -> int:
     every worker and every other tenant's request on that subject waited unanswered
     behind them."""
     return limits.reads_queued + limits.reads_in_flight
+
+
+@functools.cache
+def _bounded_log(interval_s: float) -> BoundedLog:
+    """This module's failure log, one line per ``Limits.log_interval_s`` for a repeat."""
+    return BoundedLog(log, interval_s)
 
 
 async def _served(
@@ -86,7 +91,7 @@ async def _served(
         try:
             return await answer(request)
         except Exception as exc:  # every request gets an answer, even a bug's
-            _log.error(
+            _bounded_log(gate.limits.log_interval_s).error(
                 ("read", type_.__name__, type(exc)), "%s failed", type_.__name__, exc_info=exc
             )
             return error_response("internal", f"{type_.__name__} failed; see the service log")
@@ -103,18 +108,16 @@ def broker_publisher(broker: NatsBroker):  # type: ignore[no-untyped-def]
 
 
 def register_query_handlers(
-    broker: NatsBroker, redis: Redis, shards: int | None = None, gate: TenantGate | None = None
+    broker: NatsBroker, redis: Redis, settings: Settings, gate: TenantGate | None = None
 ) -> None:
-    """Subscribe the get and list handlers on ``broker``. ``shards`` (the deployment's
-    shard count) is where a read sends the touch of a sliding expiry; ``gate``, the turns
-    between tenants this service's requests take (shared with the other handlers)."""
-    settings = Settings.from_env()
-    if shards is None:
-        shards = settings.shards
+    """Subscribe the get and list handlers on ``broker``. ``settings.shards`` (the
+    deployment's shard count) is where a read sends the touch of a sliding expiry; ``gate``,
+    the turns between tenants this service's requests take (shared with the other
+    handlers)."""
+    shards = settings.shards
     gate = gate or TenantGate(settings.limits)
     workers = handlers(gate.limits)
-    lifecycle = LifecycleSettings.from_env()
-    install_log_redaction(Redactor(lifecycle.sensitive_pattern))
+    install_log_redaction(Redactor(settings.lifecycle.sensitive_pattern))
     recorder = ReadRecorder(broker_publisher(broker), shards)
 
     async def get(request: GetRequest) -> NatsResponse:
@@ -164,12 +167,12 @@ def register_query_handlers(
 def register_stats_handler(
     broker: NatsBroker,
     redis: Redis,
+    settings: Settings,
     telemetry: Telemetry | None = None,
     gate: TenantGate | None = None,
 ) -> RecallService:
     """The stats query; returns the recall service whose usage ledger it reads (the recall
     subject itself is answered by ``query.recall_responder``, off FastStream, for latency)."""
-    settings = Settings.from_env()
     limits = gate.limits if gate is not None else settings.limits
     gate = gate or TenantGate(limits)
     service = RecallService(redis, telemetry=telemetry, limits=limits)

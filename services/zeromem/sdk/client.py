@@ -230,7 +230,7 @@ class MemoryClient:
 
         settings = settings or Settings.from_env()
         if not url:
-            url = settings.nats_url or _embedded_nats_url(settings)
+            url = settings.bus.nats_url or _embedded_nats_url(settings)
         credential = agent_credential(settings, tenant or "default", agent or "agent", creds, token)
         tenant, agent = check_identity(credential, tenant or "", agent or "")
         tenant, agent = tenant or "default", agent or "agent"
@@ -241,7 +241,7 @@ class MemoryClient:
                 client._acks.forget_outstanding()
 
         options = nats_options(
-            settings.with_urls(url, settings.redis_url),
+            settings.with_urls(url, settings.store.redis_url),
             credential,
             inbox_prefix=naming.agent_inbox_prefix(tenant, agent),
         )
@@ -816,7 +816,7 @@ async def _connect_or_refused(
         if holder and not holder[0].is_closed:
             asyncio.get_running_loop().create_task(holder[0].close())
 
-    # a comma-separated URL names several nodes of a cluster (settings.nats_servers)
+    # a comma-separated URL names several nodes of a cluster (settings.bus.nats_servers)
     connecting = asyncio.ensure_future(
         nats.connect(nats_servers(url), error_cb=on_error, **options)
     )

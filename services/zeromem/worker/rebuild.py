@@ -39,7 +39,6 @@ from redis.asyncio import Redis
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.lifecycle.redact import Redactor
-from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.settings import Settings
 from zeromem.store import scripts
 from zeromem.store.keys import derived_from_log, scope_pattern, shard_lease_key
@@ -130,8 +129,7 @@ async def rebuild(
     js = nc.jetstream()
     token = f"rebuild-{uuid.uuid4().hex}"
     shards = list(range(settings.shards))
-    ttl_ms = int(settings.lease_ttl_s * 1000)
-    lifecycle = LifecycleSettings.from_env()
+    ttl_ms = int(settings.worker.lease_ttl_s * 1000)
     telemetry = Telemetry()
     telemetry.bound(settings.limits.metric_tenants, settings.limits.metric_agents)
     # The workers' own applier under the rebuild's token, reporting nothing (no results,
@@ -140,16 +138,18 @@ async def rebuild(
         # the workers' bounds on stored results too: the replay keeps the same ones
         Store(
             redis,
-            result_ttl_s=settings.result_ttl_s,
-            tombstone_ttl_s=settings.tombstone_ttl_s,
+            result_ttl_s=settings.store.result_ttl_s,
+            tombstone_ttl_s=settings.store.tombstone_ttl_s,
             result_records=settings.limits.idempotency_records,
             result_bytes=settings.limits.idempotency_bytes,
         ),
         # the workers' rules, redaction of derived content included: the same decisions
-        default_engine(settings.max_clock_skew_s, Redactor(lifecycle.sensitive_pattern)),
+        default_engine(
+            settings.worker.max_clock_skew_s, Redactor(settings.lifecycle.sensitive_pattern)
+        ),
         token=token,
         limits=settings.limits,
-        batch_size=settings.batch_size,
+        batch_size=settings.worker.batch_size,
         telemetry=telemetry,
     )
     consumer = f"zm-rebuild-{uuid.uuid4().hex[:12]}"
@@ -160,7 +160,7 @@ async def rebuild(
                 for shard in shards:  # taken from any worker holding it: fenced from now on
                     pipe.set(shard_lease_key(shard), token, px=ttl_ms)
                 await pipe.execute()
-            await asyncio.sleep(settings.lease_ttl_s / 3)
+            await asyncio.sleep(settings.worker.lease_ttl_s / 3)
 
     keeper = asyncio.create_task(hold_leases())
     feed: PullFeed | None = None

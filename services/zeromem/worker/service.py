@@ -46,13 +46,12 @@ from zeromem.health import Health
 from zeromem.heap import settle_after_start
 from zeromem.lifecycle.archive import schedule_archive
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
-from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.limits import refusal
 from zeromem.logs import BoundedLog
 from zeromem.quota import RateQuota
 from zeromem.schemas import Result, status_of
 from zeromem.settings import Settings
-from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
+from zeromem.telemetry import Telemetry, configure_telemetry
 from zeromem.worker.applier import Applier, RedisBehindError
 from zeromem.worker.engine import Engine
 from zeromem.worker.fairness import ShardWindow
@@ -88,10 +87,9 @@ class WorkerService:
         redis: Redis,
         engine: Engine | None = None,
         telemetry: Telemetry | None = None,
-        lifecycle: LifecycleSettings | None = None,
     ) -> None:
         self.settings = settings
-        self.lifecycle = lifecycle or LifecycleSettings.from_env()
+        self.lifecycle = settings.lifecycle
         self.redactor = Redactor(self.lifecycle.sensitive_pattern)
         self.telemetry = telemetry or Telemetry()
         self.telemetry.bound(settings.limits.metric_tenants, settings.limits.metric_agents)
@@ -102,14 +100,14 @@ class WorkerService:
         if engine is None:
             from zeromem.worker.analysis import default_engine
 
-            engine = default_engine(settings.max_clock_skew_s, self.redactor)
+            engine = default_engine(settings.worker.max_clock_skew_s, self.redactor)
         self.engine = engine
         self.limits = settings.limits
-        self.leases = ShardLeases(redis, settings.lease_ttl_s)
+        self.leases = ShardLeases(redis, settings.worker.lease_ttl_s)
         store = Store(
             redis,
-            result_ttl_s=settings.result_ttl_s,
-            tombstone_ttl_s=settings.tombstone_ttl_s,
+            result_ttl_s=settings.store.result_ttl_s,
+            tombstone_ttl_s=settings.store.tombstone_ttl_s,
             result_records=self.limits.idempotency_records,
             result_bytes=self.limits.idempotency_bytes,
         )
@@ -118,14 +116,14 @@ class WorkerService:
             engine,
             token=self.leases.token,
             limits=self.limits,
-            batch_size=settings.batch_size,
+            batch_size=settings.worker.batch_size,
             telemetry=self.telemetry,
         )
         self.stats = self.applier.stats
         self.outbox = Outbox(
             nc,
             limits=self.limits,
-            ack_wait_s=settings.ack_wait_s,
+            ack_wait_s=settings.bus.ack_wait_s,
             redactor=self.redactor,
             telemetry=self.telemetry,
             stats=self.stats,
@@ -155,7 +153,7 @@ class WorkerService:
 
     async def start(self) -> WorkerService:
         install_log_redaction(self.redactor)
-        await provision(self.js, self.settings, self.lifecycle)
+        await provision(self.js, self.settings)
         try:
             self.engine.warm_up()
         except Exception:  # only an optimisation: the first command would load it anyway
@@ -254,14 +252,14 @@ class WorkerService:
         keeper = asyncio.create_task(self.leases.keep(shard))
         window = ShardWindow()
         limits = self.limits
-        batch_size = self.settings.batch_size
+        batch_size = self.settings.worker.batch_size
         # Commands and bytes per message seen so far here (batch messages carry many): how
         # many messages to ask for. Start small: a full fetch of batch messages could bring
         # a hundred times ``batch_size`` commands.
         seen_msgs, seen_commands, seen_bytes = 1, 16, 4096
         # Held messages are reported in progress before the server's ack wait runs out, so
         # it does not deliver them again while they wait for their tenant's turn.
-        ack_wait = self.settings.ack_wait_s
+        ack_wait = self.settings.bus.ack_wait_s
         renewed_at = time.monotonic()
         refusals: list[asyncio.Future[PubAck]] = []  # dead letters of messages over quota
         try:
@@ -445,7 +443,7 @@ class WorkerService:
         if audit_acks:
             # Bounded: an acknowledgement lost in a broker restart must not hang the shard
             # (its lease would be renewed for ever). A timeout retries the batch in place.
-            await asyncio.wait_for(asyncio.gather(*audit_acks), self.settings.ack_wait_s)
+            await asyncio.wait_for(asyncio.gather(*audit_acks), self.settings.bus.ack_wait_s)
         if failed:
             await self.outbox.dead_letter(shard, failed)
         if msgs and ack:
@@ -531,10 +529,8 @@ async def run_worker(settings: Settings, index: int, count: int) -> None:
     shards = naming.shards_of_worker(index, count, settings.shards)
     nc = await connect_nats(settings, name=f"zeromem-worker-{index}")
     redis = connect_redis(settings)
-    health = Health(settings.liveness_stall_s)
-    telemetry = configure_telemetry(
-        TelemetryConfig("worker", settings.metrics_port, settings.metrics_host), health
-    )
+    health = Health(settings.telemetry.liveness_stall_s)
+    telemetry = configure_telemetry("worker", settings.telemetry, health)
     worker = await WorkerService(settings, shards, nc=nc, redis=redis, telemetry=telemetry).start()
     # Ready: connected, and consuming every shard this index owns (a lease held elsewhere,
     # say by the pod this one replaces, keeps it unready until the lease moves).
