@@ -38,7 +38,7 @@ from mcp.server.stdio import stdio_server
 
 from zeromem.auth.mcp_tokens import McpTokens, TokenIdentity
 from zeromem.sdk.client import MemoryClient, Wait
-from zeromem.settings import Settings
+from zeromem.settings import Settings, SettingsError
 from zeromem.tools import ToolDispatcher, tool_definitions
 
 log = logging.getLogger(__name__)
@@ -288,8 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", help="bearer token file for http (default: the authority's)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)  # stdout is the wire
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2  # as the CLI's exit code for a mistake in its input
     return run_mcp(
-        Settings.from_env(),
+        settings,
         args.transport,
         args.host,
         args.port,

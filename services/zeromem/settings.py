@@ -14,9 +14,10 @@ An empty value leaves a number's or a flag's default (a text field takes it as g
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -168,6 +169,9 @@ class InspectSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Everything a process is configured with: the deployment's shape at the top, each
+    concern in its section."""
+
     shards: int = DEFAULT_SHARDS
     data_dir: Path = msgspec.field(default_factory=lambda: Path(".zeromem"))
     auth_dir: str = ""  # the local issuing authority; empty: {data_dir}/auth
@@ -234,7 +238,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     def env(self) -> dict[str, str]:
         """The variables that give another process these settings (those off the
-        defaults), each under its own ``ZEROMEM_`` name."""
+        defaults), each under its field's own name."""
         default = Settings()
         changed = {}
         for variable in variables():
@@ -260,8 +264,9 @@ class SettingsError(ValueError):
         if path in given:
             variable, raw = given[path]
             kind = _KIND_NAMES.get(_field_type(path), "a valid value")
-            expected = f"expected {kind}" if message.startswith("Expected") else message
-            return cls(variable, raw, expected)
+            if message.startswith("Expected"):
+                return cls(variable, raw, f"expected {kind}")
+            return cls(variable, raw, f"expected {kind}: {message[:1].lower()}{message[1:]}")
         # A section's own rule (Limits.__post_init__): its message names the field.
         for field_path, (variable, raw) in given.items():
             if field_path[:-1] == path and re.search(rf"\b{field_path[-1]}\b", message):
@@ -308,15 +313,18 @@ NAMED: dict[tuple[str, ...], str] = {
 }
 
 
-def variables() -> Iterator[Variable]:
+@functools.cache
+def variables() -> tuple[Variable, ...]:
     """Every field of the settings with its variables, sections in declaration order."""
+    found = []
     for field in msgspec.structs.fields(Settings):
         prefix = Settings.PREFIXES.get(field.name)
         if prefix is None:
-            yield _variable((field.name,), "ZEROMEM_")
+            found.append(_variable((field.name,), "ZEROMEM_"))
             continue
         for inner in msgspec.structs.fields(field.type):
-            yield _variable((field.name, inner.name), prefix)
+            found.append(_variable((field.name, inner.name), prefix))
+    return tuple(found)
 
 
 def _variable(path: tuple[str, ...], prefix: str) -> Variable:
@@ -324,6 +332,7 @@ def _variable(path: tuple[str, ...], prefix: str) -> Variable:
     return Variable(path, (own, *ALSO_READ.get(own, ())))
 
 
+@functools.cache
 def _field_type(path: tuple[str, ...]) -> Any:
     owner: Any = Settings
     kind: Any = None
