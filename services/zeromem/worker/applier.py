@@ -249,6 +249,7 @@ class Applier:
         if feedback_seen:
             outcomes, committed_at, followed = coalesce_feedback(outcomes, committed_at)
 
+        await self.store.load_keys(outcomes)
         decisions = []
         for n, i in enumerate(committed_at):
             item = batch[i]
@@ -479,6 +480,7 @@ class Applier:
                 ]
             else:
                 outcomes = await self._decide_owner(command, item.timestamp)
+            await self.store.load_keys(outcomes)
             position = item.position
             outcomes[-1].sequence = item.sequence  # the summary: the one that is recorded
             sequences = [0] * (len(outcomes) - 1) + [position]
@@ -511,6 +513,8 @@ class Applier:
                     self.telemetry.memories_stored.add(-touched, {"zeromem.tenant": label})
                 elif type(command) is Forget and touched:
                     self.stats.forgotten += touched
+                if type(command) is Forget and self.store.vault is not None:
+                    self.store.vault.forget(tenant, command.key)  # shredded if whole
                 return result
             # stale: the reaper changed one of the memories; decide again on what is there
         raise StaleRoundsError(f"command {command.id} stayed stale after 20 rounds")

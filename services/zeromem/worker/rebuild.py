@@ -40,6 +40,7 @@ from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.lifecycle.redact import Redactor
 from zeromem.lifecycle.settings import LifecycleSettings
+from zeromem.lifecycle.vault import vault_of
 from zeromem.settings import Settings
 from zeromem.store import scripts
 from zeromem.store.keys import derived_from_log, scope_pattern, shard_lease_key
@@ -136,6 +137,10 @@ async def rebuild(
     telemetry.bound(settings.limits.metric_tenants, settings.limits.metric_agents)
     # The workers' own applier under the rebuild's token, reporting nothing (no results,
     # change feed or audit: those went out when the commands were first applied).
+    # The workers' data keys and policy: the replay seals what they sealed, byte for byte
+    # (the keys are kept; a forgotten owner's is gone and is made again while its old
+    # commands replay, then destroyed again by its forget).
+    vault = vault_of(settings, redis)
     applier = Applier(
         # the workers' bounds on stored results too: the replay keeps the same ones
         Store(
@@ -144,9 +149,14 @@ async def rebuild(
             tombstone_ttl_s=settings.tombstone_ttl_s,
             result_records=settings.limits.idempotency_records,
             result_bytes=settings.limits.idempotency_bytes,
+            vault=vault,
         ),
         # the workers' rules, redaction of derived content included: the same decisions
-        default_engine(settings.max_clock_skew_s, Redactor(lifecycle.sensitive_pattern)),
+        default_engine(
+            settings.max_clock_skew_s,
+            Redactor(lifecycle.sensitive_pattern),
+            None if vault is None else vault.policy,
+        ),
         token=token,
         limits=settings.limits,
         batch_size=settings.batch_size,
