@@ -18,7 +18,6 @@ from faststream.nats import NatsBroker, NatsMessage, NatsResponse
 from redis.asyncio import Redis
 
 from zeromem import naming
-from zeromem.lifecycle import vault
 from zeromem.lifecycle.reads import ReadRecorder
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
 from zeromem.lifecycle.settings import LifecycleSettings
@@ -116,7 +115,6 @@ def register_query_handlers(
     workers = handlers(gate.limits)
     lifecycle = LifecycleSettings.from_env()
     install_log_redaction(Redactor(lifecycle.sensitive_pattern))
-    vault.attach(redis, vault.vault_of(settings, redis))  # opens encrypted memories
     recorder = ReadRecorder(broker_publisher(broker), shards)
 
     async def get(request: GetRequest) -> NatsResponse:
@@ -175,7 +173,6 @@ def register_stats_handler(
     limits = gate.limits if gate is not None else settings.limits
     gate = gate or TenantGate(limits)
     service = RecallService(redis, telemetry=telemetry, limits=limits)
-    vault.attach(redis, vault.vault_of(settings, redis))  # opens encrypted memories' cards
     shards = settings.shards  # recall never slides an expiry: not used
     recorder = ReadRecorder(broker_publisher(broker), shards)
     pending: set[asyncio.Task[None]] = set()
