@@ -11,6 +11,7 @@ memories, and ``zeromem rebuild`` reproduces the live state exactly.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -182,13 +183,25 @@ async def test_forget_shreds_and_nothing_is_on_disk_in_clear(deployed: Deploymen
             recalled = await client.recall("", owners=["user:b"], tags=["vault"])
             assert owners["user:b"][1].decode() in recalled.context
 
+            # an archived sensitive memory is sealed in the archive tier too, and comes back
+            await client.put("user:c:old", {"pin": f"PIN-{marker}"}, sensitive=True, wait="applied")
+            archived = await client.archive("user:c", older_than=time.time() + 1)
+            assert archived.status == "applied"
+            record = await redis.hget(RedisKeys(tenant).archive("user:c"), "user:c:old")
+            assert is_sealed(record)
+            tier = await client.archived("user:c")
+            assert [i.value for i in tier.items] == [{"pin": f"PIN-{marker}"}]
+            assert (await client.restore("user:c:old")).status == "applied"
+            back = await client.get("user:c:old")
+            assert back is not None and back.value == {"pin": f"PIN-{marker}"}
+
         # Redis's history keeps the wrapped key until the append-only file is rewritten
         # (an operator's BGREWRITEAOF, or Redis's own automatic rewrite); after it, the
         # forgotten owner's key is nowhere on disk, so its sealed copies cannot be opened.
         await redis.bgrewriteaof()
         await _rewritten(redis)
         await _persisted(redis)
-        needles = [*owners["user:a"], *owners["user:b"], *tenant_plain]
+        needles = [*owners["user:a"], *owners["user:b"], *tenant_plain, f"PIN-{marker}".encode()]
         assert found_in_files(deployed.stack.data_dir / "nats", needles) == {}
         assert found_in_files(deployed.stack.data_dir / "redis", needles) == {}
         assert found_in_files(deployed.stack.data_dir / "redis", [wrapped_a, sealed_a]) == {}

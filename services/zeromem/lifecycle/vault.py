@@ -33,7 +33,7 @@ from zeromem.lifecycle.crypto import (
 )
 from zeromem.schemas import MemoryItem, owner_of
 from zeromem.settings import Settings
-from zeromem.store.keys import DATA_KEY_FIELD, redis_keys
+from zeromem.store.keys import ARCHIVE_SEAL, DATA_KEY_FIELD, redis_keys
 
 ALL_TENANTS = "*"
 # Unwrapped keys kept per process. Bounded: past it the cache starts over (a reload costs
@@ -189,6 +189,23 @@ async def open_blobs(
     return out
 
 
+async def open_archive_records(
+    redis: Redis, tenant: str, records: dict[str, bytes]
+) -> dict[str, bytes]:
+    """An owner's archive records (memory key -> stored record) as plain msgpack, the
+    sealed ones opened and those whose key is gone left out."""
+    pairs = list(records.items())
+    opened = await open_blobs(redis, tenant, [(k, ARCHIVE_SEAL, blob) for k, blob in pairs])
+    if not opened:
+        return records
+    out: dict[str, bytes] = {}
+    for n, (key, blob) in enumerate(pairs):
+        plain = opened.get(n, blob)
+        if plain is not None:
+            out[key] = plain
+    return out
+
+
 def vault_of(settings: Settings, redis: Redis) -> Vault | None:
     """The vault a process seals and opens with, from its settings; None without a master
     key (then nothing is encrypted, and a tenant listed for encryption is an error)."""
@@ -212,6 +229,7 @@ __all__ = [
     "attach",
     "attached",
     "master_key_provider",
+    "open_archive_records",
     "open_blobs",
     "vault_of",
 ]
