@@ -42,6 +42,7 @@ _HEADER = 2 + KEY_ID_BYTES + NONCE_BYTES
 _WRAP_LABEL = b"zeromem data key v1\x00"
 _SEAL_LABEL = b"zeromem sealed v1\x00"
 _NONCE_LABEL = b"zeromem nonce v1"
+_ID_LABEL = b"zeromem master key id v1"
 
 
 class KeyUnavailableError(Exception):
@@ -57,6 +58,11 @@ class KeyProvider(Protocol):
     """Wraps and unwraps data keys. ``context`` is bound to the wrapped form: a wrapped key
     unwraps only with the context it was wrapped with (tenant, owner, key id)."""
 
+    def key_id(self) -> str:
+        """A public name of the master key (never the key): processes compare it to tell
+        they wrap with the same one."""
+        ...
+
     def wrap(self, data_key: bytes, context: bytes) -> bytes: ...
 
     def unwrap(self, wrapped: bytes, context: bytes) -> bytes: ...
@@ -65,12 +71,16 @@ class KeyProvider(Protocol):
 class MasterKey:
     """A local master key (``ZEROMEM_MASTER_KEY``: 32 bytes, base64) as a KeyProvider."""
 
-    __slots__ = ("_aead",)
+    __slots__ = ("_aead", "_id")
 
     def __init__(self, key: bytes) -> None:
         if len(key) != KEY_BYTES:
             raise ValueError(f"a master key is {KEY_BYTES} bytes, not {len(key)}")
         self._aead = AESGCM(key)
+        self._id = hmac.new(key, _ID_LABEL, hashlib.sha256).hexdigest()[:16]
+
+    def key_id(self) -> str:
+        return self._id
 
     @classmethod
     def from_base64(cls, text: str) -> MasterKey:

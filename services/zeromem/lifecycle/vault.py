@@ -33,7 +33,12 @@ from zeromem.lifecycle.crypto import (
 )
 from zeromem.schemas import MemoryItem, owner_of
 from zeromem.settings import Settings
-from zeromem.store.keys import ARCHIVE_SEAL, DATA_KEY_FIELD, redis_keys
+from zeromem.store.keys import (
+    ARCHIVE_SEAL,
+    DATA_KEY_FIELD,
+    master_key_check_key,
+    redis_keys,
+)
 
 ALL_TENANTS = "*"
 # Unwrapped keys kept per process. Bounded: past it the cache starts over (a reload costs
@@ -206,6 +211,35 @@ async def open_archive_records(
     return out
 
 
+class MasterKeyMismatchError(RuntimeError):
+    """A writer's master key is not the one the deployment's data keys are wrapped with."""
+
+
+async def check_master_key(redis: Redis, vault: Vault | None) -> None:
+    """For a process that writes (a worker, a rebuild), at start: its master key is the
+    deployment's. The first writer with a key records the key's public id; a writer with
+    another key, or with none where one is recorded, is refused: it would seal memories no
+    other process opens, or store sensitive ones in clear."""
+    name = master_key_check_key()
+    recorded = await redis.get(name)
+    if vault is None:
+        if recorded:
+            raise MasterKeyMismatchError(
+                "this deployment encrypts memories at rest, and this process has no "
+                "ZEROMEM_MASTER_KEY: set it (zeromem up keeps it in {data_dir}/master.key)"
+            )
+        return
+    mine = vault.provider.key_id()
+    if recorded is None:
+        await redis.set(name, mine, nx=True)
+        recorded = await redis.get(name)
+    if (recorded.decode() if isinstance(recorded, bytes) else recorded) != mine:
+        raise MasterKeyMismatchError(
+            f"ZEROMEM_MASTER_KEY (id {mine}) is not the key this deployment's data keys are "
+            f"wrapped with (id {recorded!r})"
+        )
+
+
 def vault_of(settings: Settings, redis: Redis) -> Vault | None:
     """The vault a process seals and opens with, from its settings; None without a master
     key (then nothing is encrypted, and a tenant listed for encryption is an error)."""
@@ -225,9 +259,11 @@ __all__ = [
     "ALL_TENANTS",
     "EncryptionPolicy",
     "KeyUnavailableError",
+    "MasterKeyMismatchError",
     "Vault",
     "attach",
     "attached",
+    "check_master_key",
     "master_key_provider",
     "open_archive_records",
     "open_blobs",

@@ -164,6 +164,13 @@ def shard_sequence_key() -> str:
     return "zm:shard-seq"
 
 
+def master_key_check_key() -> str:
+    """String: the public id of the master key this deployment's data keys are wrapped
+    with (``lifecycle.vault.check_master_key``): a writer with another key, or none, is
+    refused instead of sealing with a stranger's key or storing plaintext."""
+    return "zm:master-key"
+
+
 def shard_lease_key(shard: int) -> str:
     """Fencing token: only the worker holding a shard's lease may apply its commands."""
     return f"zm:lease:{shard}"
@@ -180,11 +187,13 @@ _DATA_KEY_SUFFIX = RedisKeys("t").data_key("o:o").rsplit("}", 1)[1]
 def derived_from_log(name: str) -> bool:
     """Whether a key holds state the command log determines (what a rebuild clears and
     reconstructs, and a snapshot compares): everything but the leases and recall's usage
-    ledgers and the owners' data keys (which the rebuild must keep: it seals with them)."""
+    ledgers, the owners' data keys (which the rebuild must keep: it seals with them) and
+    the master key's check."""
     return (
         not name.startswith(_LEASE_PREFIX)
         and _USAGE_INFIX not in name
         and not name.endswith(_DATA_KEY_SUFFIX)
+        and name != master_key_check_key()
     )
 
 

@@ -47,7 +47,7 @@ from zeromem.heap import settle_after_start
 from zeromem.lifecycle.archive import schedule_archive
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
 from zeromem.lifecycle.settings import LifecycleSettings
-from zeromem.lifecycle.vault import vault_of
+from zeromem.lifecycle.vault import check_master_key, vault_of
 from zeromem.limits import refusal
 from zeromem.logs import BoundedLog
 from zeromem.quota import RateQuota
@@ -163,6 +163,8 @@ class WorkerService:
 
     async def start(self) -> WorkerService:
         install_log_redaction(self.redactor)
+        # the deployment's master key, or none where it has none (before any write)
+        await check_master_key(self.redis, self.applier.store.vault)
         await provision(self.js, self.settings, self.lifecycle)
         try:
             self.engine.warm_up()
