@@ -27,6 +27,7 @@ from zeromem.bus import connect_nats, connect_redis
 from zeromem.embedded import EmbeddedStack
 from zeromem.lifecycle.crypto import is_sealed
 from zeromem.lifecycle.snapshot import differences, snapshot
+from zeromem.lifecycle.vault import vault_of
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 from zeromem.store.keys import DATA_KEY_FIELD, RedisKeys
@@ -213,6 +214,24 @@ async def test_forget_shreds_and_nothing_is_on_disk_in_clear(deployed: Deploymen
         rebuilt = await snapshot(redis)
         assert differences(live, rebuilt) == []
         assert any(tenant in name for name in live)  # the comparison covered the tenant
+
+        # A forgotten owner that writes again gets a new key. A rebuild replays its old
+        # commands under the key current then, its forget destroys that one and its new
+        # writes get another: the same memories, compared by what they hold.
+        vault = vault_of(settings, redis)
+        async with await MemoryClient.connect(
+            settings.nats_url, tenant=tenant, agent="writer", shards=settings.shards
+        ) as client:
+            await client.put("user:a:again", {"v": 1}, sensitive=True, wait="applied")
+            live = await snapshot(redis, vault=vault)
+            await rebuild_now(settings, nc, redis)
+            assert differences(live, await snapshot(redis, vault=vault)) == []
+            # the workers read their keys afresh after the rebuild: old and new readable
+            await deployed.services.workers[0].wait_owned(timeout=30)
+            await client.put("user:a:after", {"v": 2}, sensitive=True, wait="applied")
+            for key, value in (("user:a:again", {"v": 1}), ("user:a:after", {"v": 2})):
+                got = await client.get(key)
+                assert got is not None and got.value == value
 
         # the keys were generated for the stack, owner-only; JetStream encrypts its store
         data_dir = deployed.stack.data_dir

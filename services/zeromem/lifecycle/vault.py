@@ -112,6 +112,10 @@ class Vault:
             if raw:
                 self._keys[(tenant, owner)] = unwrap_data_key(self.provider, tenant, owner, raw)
 
+    def clear(self) -> None:
+        """Drop every cached key (they are loaded again from Redis when needed)."""
+        self._keys.clear()
+
     def forget(self, tenant: str, owner: str) -> None:
         """The owner's key was destroyed in Redis: drop this process's copy too."""
         self._keys.pop((tenant, owner), None)

@@ -104,6 +104,10 @@ class Applier:
         """Read the shard's last applied stream sequence (after taking its lease: a
         rebuild may have moved it while another process held the shard)."""
         self._floors[shard] = await self.store.shard_position(shard)
+        if self.store.vault is not None:
+            # A rebuild that ran meanwhile may have destroyed and made data keys again
+            # (replaying forgets): what this worker cached is read afresh.
+            self.store.vault.clear()
         return self._floors[shard]
 
     async def check_not_behind(self, shard: int) -> None:
