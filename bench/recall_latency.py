@@ -159,6 +159,13 @@ async def start_services(settings: Settings, workers: int) -> list[subprocess.Po
     return procs
 
 
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.wait(10)
+
+
 async def encryption_cost(args: argparse.Namespace) -> None:
     """Recall over a plain owner and over an encrypted one, the same memories, one run."""
     size = int(args.sizes.split(",")[0])
@@ -191,10 +198,7 @@ async def encryption_cost(args: argparse.Namespace) -> None:
                         statistics.mean(found),
                     )
         finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(10)
+            stop(procs)
     plain, sealed = results["plain"], results["encrypted"]
     print(f"filtered recall over {size} memories (type=fact, k=5), {args.queries} recalls")
     for name, (p50, p99, found) in results.items():
@@ -279,10 +283,7 @@ async def main() -> None:
                         statistics.mean(tokens),
                     )
         finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(10)
+            stop(procs)
 
     raw50, raw99 = percentile(raw, 50), percentile(raw, 99)
     print(f"raw NATS request-reply        p50 {raw50:6.2f} ms   p99 {raw99:6.2f} ms")

@@ -22,6 +22,15 @@ from zeromem.lifecycle.vault import EncryptionPolicy
 from zeromem.schemas import MemoryItem, MemoryType
 
 MASTER = MasterKey.from_base64(new_master_key())
+ITEM = MemoryItem(
+    key="user:u1:k",
+    value=1,
+    content="c",
+    type=MemoryType.FACT,
+    created_at=0,
+    updated_at=0,
+    version=1,
+)
 
 
 def test_a_wrapped_data_key_unwraps_to_the_same_key() -> None:
@@ -102,16 +111,7 @@ def test_sealing_is_deterministic_so_a_rebuild_writes_the_same_bytes() -> None:
 
 
 def test_a_sealed_blob_never_looks_like_msgpack() -> None:
-    item = MemoryItem(
-        key="user:u1:k",
-        value=1,
-        content="c",
-        type=MemoryType.FACT,
-        created_at=0,
-        updated_at=0,
-        version=1,
-    )
-    plain = msgspec.msgpack.encode(item)
+    plain = msgspec.msgpack.encode(ITEM)
     assert not is_sealed(plain)
     with pytest.raises(msgspec.DecodeError):
         msgspec.msgpack.decode(DataKey.generate().seal(b"x", plain))
@@ -125,16 +125,7 @@ def test_a_master_key_must_be_32_bytes_of_base64() -> None:
 
 
 def test_the_policy_seals_sensitive_memories_and_listed_tenants() -> None:
-    item = MemoryItem(
-        key="user:u1:k",
-        value=1,
-        content="c",
-        type=MemoryType.FACT,
-        created_at=0,
-        updated_at=0,
-        version=1,
-    )
-    sensitive = msgspec.structs.replace(item, sensitive=True)
+    item, sensitive = ITEM, msgspec.structs.replace(ITEM, sensitive=True)
     policy = EncryptionPolicy.parse("acme, globex")
     assert policy.seals("acme", item) and policy.seals("globex", item)
     assert not policy.seals("initech", item) and policy.seals("initech", sensitive)
