@@ -74,21 +74,25 @@ class Vault:
         """Make the data key of each (tenant, owner) available to ``seal`` and ``open``;
         with ``create``, generate the keys that do not exist yet (two workers racing to
         create one agree: HSETNX keeps the first)."""
-        wanted = [o for o in dict.fromkeys(owners) if o not in self._keys]
+        asked = list(dict.fromkeys(owners))
+        wanted = [o for o in asked if o not in self._keys]
         if not wanted:
             return
+        if len(self._keys) + len(wanted) > CACHED_KEYS:
+            self._keys.clear()  # and load every key asked for: the caller uses them all
+            wanted = asked
         await self._fetch(wanted, create=create)
 
     async def reload(self, owners: Iterable[tuple[str, str]]) -> None:
         """Drop and load again (a blob named a key id the cache did not have)."""
         wanted = list(dict.fromkeys(owners))
+        if len(self._keys) + len(wanted) > CACHED_KEYS:
+            self._keys.clear()
         for owner in wanted:
             self._keys.pop(owner, None)
         await self._fetch(wanted, create=False)
 
     async def _fetch(self, wanted: list[tuple[str, str]], *, create: bool) -> None:
-        if len(self._keys) + len(wanted) > CACHED_KEYS:
-            self._keys.clear()
         async with self.redis.pipeline(transaction=False) as pipe:
             for tenant, owner in wanted:
                 pipe.hget(redis_keys(tenant).data_key(owner), DATA_KEY_FIELD)
@@ -106,8 +110,8 @@ class Vault:
                 for tenant, owner in fresh:
                     pipe.hget(redis_keys(tenant).data_key(owner), DATA_KEY_FIELD)
                 replies = await pipe.execute()
-            for pair, raw in zip(fresh, replies[len(fresh) :], strict=True):
-                stored[wanted.index(pair)] = raw
+            made = dict(zip(fresh, replies[len(fresh) :], strict=True))
+            stored = [made.get(o, raw) for o, raw in zip(wanted, stored, strict=True)]
         for (tenant, owner), raw in zip(wanted, stored, strict=True):
             if raw:
                 self._keys[(tenant, owner)] = unwrap_data_key(self.provider, tenant, owner, raw)
