@@ -116,13 +116,21 @@ class WorkerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 
 
 class LifecycleSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Redaction and archiving (the streams' retention is in ``BusSettings``)."""
+    """Redaction, archiving and encryption at rest (the streams' retention is in
+    ``BusSettings``)."""
 
     # A memory whose key name matches, or a value field whose name matches, is redacted in
     # the audit trail and in log lines (as is every memory put with ``sensitive=True``).
     sensitive_pattern: str = DEFAULT_SENSITIVE_PATTERN
     archive_after_days: float = 0.0  # 0: the workers schedule no archiving
     archive_interval_s: float = 3600.0
+    # --- encryption at rest (README "Encryption at rest", docs/security.md) ---
+    # The master key wrapping every owner's data key: 32 bytes, base64. `zeromem up`
+    # generates one in its data dir when unset; empty elsewhere: nothing is encrypted.
+    master_key: str = ""
+    # Tenants whose every memory is encrypted (comma-separated; "*": all). Memories put
+    # with sensitive=True are encrypted in every tenant once a master key is set.
+    encrypt_tenants: str = ""
 
 
 class TelemetrySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
