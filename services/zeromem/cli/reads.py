@@ -19,7 +19,8 @@ from zeromem.schemas import MemoryItem, MemoryType
 def _item_json(item: MemoryItem) -> dict[str, Any]:
     import msgspec
 
-    return msgspec.to_builtins(item)
+    builtins: dict[str, Any] = msgspec.to_builtins(item)
+    return builtins
 
 
 def cmd_get(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from zeromem.cli import arguments as arg
@@ -53,7 +53,7 @@ def configure_logging(json_lines: bool) -> None:
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 
 
-def _run_service(main: Callable[[], Awaitable[None]], json_lines: bool = False) -> int:
+def _run_service(main: Callable[[], Coroutine[Any, Any, None]], json_lines: bool = False) -> int:
     """Run a service coroutine until SIGINT/SIGTERM/SIGHUP, then let it clean up."""
 
     async def runner() -> None:
@@ -126,7 +126,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def service_parser(sub: Any, name: str, help_: str, description: str) -> argparse.ArgumentParser:
-    p = sub.add_parser(
+    p: argparse.ArgumentParser = sub.add_parser(
         name,
         help=help_,
         description=description,
