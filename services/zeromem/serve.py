@@ -20,6 +20,7 @@ from zeromem.bus import (
 )
 from zeromem.health import Health
 from zeromem.heap import settle_after_start
+from zeromem.lifecycle import vault
 from zeromem.query.dump import read_service_state
 from zeromem.query.gate import TenantGate
 from zeromem.query.recall_responder import RecallResponder
@@ -53,6 +54,8 @@ class ReadServices:
             **nats_connect_options(settings),
         )
         gate = TenantGate(settings.limits)  # every read of this process takes turns here
+        # Reads through ``redis`` open memories encrypted at rest with this process's keys.
+        vault.attach(redis, vault.vault_of(settings, redis))
         register_query_handlers(broker, redis, shards=settings.shards, gate=gate)
         recall = register_stats_handler(broker, redis, telemetry, gate=gate)
         await broker.start()
