@@ -18,6 +18,10 @@ This module is the consume loop and a batch's course; the rest is in its own mod
 ``lease`` (taking and keeping a shard), ``messages`` (admission of a message's commands),
 ``applier`` (deciding and committing, store and engine only), ``outbox`` (results, change
 feed, audit, dead letters) and ``jobs`` (reaper, archive schedule, lag).
+
+Over 500 lines on purpose: what is left is one class whose steps (fetch, fair rounds,
+admission, containment, giving up, recording a batch) share each shard's window and
+consumer state; every part that owns state of its own is already a module listed above.
 """
 
 from __future__ import annotations
