@@ -117,7 +117,7 @@ async def test_a_delivery_lost_in_transit_is_delivered_again_in_order(
     services = await ServiceSet.start(isolated, authority=authority)
     try:
         async with await MemoryClient.connect(
-            isolated.nats_url, tenant="acme", shards=isolated.shards
+            isolated.bus.nats_url, tenant="acme", shards=isolated.shards
         ) as client:
             for i in range(5):
                 await client.put("task:t3:step", i, wait="stored")
