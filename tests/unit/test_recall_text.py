@@ -10,6 +10,8 @@ from zeromem.store.text import (
     INDEX_TEXT_MAX_CHARS,
     MAX_TERM_CHARS,
     SPEAKER_FIELD,
+    _continued_terms,
+    _normalised_terms,
     doc_length,
     index_terms,
     same_source_text,
@@ -251,3 +253,39 @@ def test_contractions_meet_the_stop_words() -> None:
         "plan",
         "decid",
     ]
+
+
+_ASCII = st.text(st.characters(max_codepoint=127), max_size=200)
+
+
+@given(_ASCII)
+def test_ascii_terms_are_the_full_pipelines(text: str) -> None:
+    # terms() skips normalisation and the CJK split for ASCII text: they change nothing.
+    assert terms(text) == _normalised_terms(text)
+
+
+_BLANK = st.sampled_from([" ", "\t", "\n", "  "])
+
+
+@given(st.text(max_size=120), _BLANK, st.text(max_size=120))
+def test_a_content_opening_its_text_is_analysed_once_with_the_same_terms(
+    content: str, blank: str, rest: str
+) -> None:
+    text = content + blank + rest
+    assert _continued_terms(content, terms(content), text) == terms(text)
+    # a speaker's content keeps the blank after "Name:", its text does not
+    assert _continued_terms(" " + content, terms(content), text) == terms(text)
+
+
+@given(st.text(max_size=120), st.text(max_size=120))
+def test_a_text_the_content_does_not_open_is_analysed_whole(content: str, text: str) -> None:
+    assert _continued_terms(content, terms(content), text) == terms(text)
+
+
+def test_a_long_text_and_its_cut_content_index_as_before() -> None:
+    text = "Mara: I finally signed up for a pottery class Σ at the centre. " * 3
+    content = text[: text.rfind(" ", 0, 100)]
+    tf = index_terms(content, None, (), text=text.strip())
+    assert tf["potteri"] == 4  # once in the content (cut before 100 characters), 3 in the text
+    assert tf["centr"] == 4
+    assert tf[SPEAKER_FIELD + "mara"] == 1

@@ -213,6 +213,19 @@ def terms(text: str) -> list[str]:
     """The terms of ``text``, in order, with repeats (callers count or dedupe)."""
     if not text:
         return []
+    if text.isascii():
+        # What agents mostly write. ASCII is its own NFKC form and holds no CJK character,
+        # so this is the general path below without its no-op steps: 9.5 against 20.7 µs
+        # for the append workload's 25-word content (process time, the same terms).
+        text = text.lower()
+        if "'" in text:
+            text = _CONTRACTION.sub("", text).replace("'", "")
+        return [term for term in map(_term, _WORD.findall(text)) if term is not None]
+    return _normalised_terms(text)
+
+
+def _normalised_terms(text: str) -> list[str]:
+    """``terms`` by the pipeline of the module docstring, step by step (any text)."""
     text = _CONTRACTION.sub("", unicodedata.normalize("NFKC", text).lower()).translate(_APOSTROPHES)
     out: list[str] = []
     # Even indexes hold non-CJK text, odd indexes hold CJK runs.
@@ -225,11 +238,17 @@ def terms(text: str) -> list[str]:
             else:
                 out.extend(part[j : j + 2] for j in range(len(part) - 1))
             continue
-        for word in _WORD.findall(part):
-            if word in STOP_WORDS:
-                continue
-            out.append(stem(word)[:MAX_TERM_CHARS])
+        out.extend(term for term in map(_term, _WORD.findall(part)) if term is not None)
     return out
+
+
+@lru_cache(maxsize=1 << 16)
+def _term(word: str) -> str | None:
+    """The term a word of ``terms`` becomes (None for a stop word): one cached look-up per
+    word instead of a stop-word test, a cached stem and a cut."""
+    if word in STOP_WORDS:
+        return None
+    return stem(word)[:MAX_TERM_CHARS]
 
 
 def speaker_of(text: str) -> tuple[str, int]:
@@ -355,9 +374,10 @@ def index_terms(
             content = content[len(speaker) + 1 :]
         if text:
             text = text[rest:]
-    add(terms(content), CONTENT_WEIGHT)
+    content_terms = terms(content)
+    add(content_terms, CONTENT_WEIGHT)
     if text and " ".join(text.split()) != " ".join(content.split()):
-        add(terms(text[:INDEX_TEXT_MAX_CHARS]))
+        add(_continued_terms(content, content_terms, text[:INDEX_TEXT_MAX_CHARS]))
     if index_name and name and not _GENERATED_NAME.match(name):
         add(terms(_CAMEL_BOUNDARY.sub(" ", _NAME_SEPARATORS.sub(" ", name))))
     for tag in tags:
@@ -367,6 +387,23 @@ def index_terms(
         if whole and analysed != [whole]:
             add([whole])
     return tf
+
+
+_BLANKS = " \t\n\r"
+
+
+def _continued_terms(content: str, content_terms: list[str], text: str) -> list[str]:
+    """``terms(text)``, without analysing again a content that ``text`` opens with (the
+    encoder's cut of a long text, or a value's text with more leaves after it): when the
+    content ends where ``text`` has an ASCII blank, the blank separates both analyses
+    (normalisation, lowercasing, contractions and words never reach across it), so the
+    text's terms are the content's followed by the rest's. Leading blanks make no term
+    (a speaker's content keeps the blank after "Name:", its text does not)."""
+    body = content.lstrip(_BLANKS)
+    end = len(body)
+    if end and len(text) > end and text[end] in _BLANKS and text.startswith(body):
+        return content_terms + terms(text[end:])
+    return terms(text)
 
 
 def memory_terms(
