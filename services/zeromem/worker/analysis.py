@@ -18,7 +18,8 @@ from zeromem.worker.engine import DEFAULT_MAX_CLOCK_SKEW_S, Analysis, Engine
 def analyse(item: MemoryItem) -> Analysis:
     return _analyse(
         item.content,
-        MemoryKey.parse(item.key).name,
+        # the name is indexed only when the memory asks (a key is not parsed for nothing)
+        MemoryKey.parse(item.key).name if item.index_key else None,
         item.tags,
         source_text(item.value),
         item.index_key,

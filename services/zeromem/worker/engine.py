@@ -751,15 +751,19 @@ class Engine:
             ops += _removals(old_entries, new_entries, key)
             for field_, delta in self._stats(old, old_doc, -1).items():
                 deltas[field_] = deltas.get(field_, 0) + delta
+            for (rkey, kind), score in new_entries.items():
+                if kind == "s":
+                    if (rkey, kind) not in old_entries:
+                        ops.append((SADD, rkey, key, ""))
+                elif old_entries.get((rkey, kind)) != score:
+                    ops.append((ZADD, rkey, score, key))
         else:
-            old_entries = {}
+            # a new memory (what agents mostly write): every entry is added
             ops.append((SADD, TENANTS_KEY, tenant, ""))
-        for (rkey, kind), score in new_entries.items():
-            if kind == "s":
-                if (rkey, kind) not in old_entries:
-                    ops.append((SADD, rkey, key, ""))
-            elif old_entries.get((rkey, kind)) != score:
-                ops.append((ZADD, rkey, score, key))
+            ops += [
+                (SADD, rkey, key, "") if kind == "s" else (ZADD, rkey, score, key)
+                for (rkey, kind), score in new_entries.items()
+            ]
         stats = RedisKeys(tenant).owner_stats(_owner(key))
         ops += [(HINCRBY, stats, f, d) for f, d in deltas.items() if d]
         item_key = RedisKeys(tenant).item(key)
