@@ -69,23 +69,46 @@ local max_bytes = tonumber(ARGV[9] or '0')
 -- written back, and the index's expiry renewed, once per call (flush_results): with the
 -- bookkeeping per command, it doubled Redis's CPU per put (21 -> 49 us, write_cost.py).
 -- Each add is trimmed at once, as the results of commands sharing a batch message share
--- a score, and then which ones survive the byte bound depends on when the trim runs.
-local recorded = {}  -- results index -> {its byte count's key, size, bytes, bytes delta}
+-- a score, and then which ones survive the byte bound depends on when the trim runs. The
+-- adds themselves wait and go in one ZADD per index (one ZADD per result was one call in
+-- twelve of an append's), until a bound would be passed or the call ends: while the size
+-- counts every waiting add as new (at least the true size) and both bounds hold, the
+-- adds one by one would not have trimmed either; once one is passed, the waiting adds
+-- are written and the true size known before trimming, as with the adds one by one.
+local recorded = {}  -- results index -> {its byte count's key, size, bytes, bytes delta,
+                     -- waiting ZADD arguments, the number of waiting adds}
 local recorded_order = {}
+local ADDS_CHUNK = 512  -- arguments per ZADD: Redis's Lua allows a few thousand on its stack
+local function add_waiting(index, r)
+  local args, added = r[5], 0
+  for i = 1, #args, ADDS_CHUNK do
+    added = added + redis.call('ZADD', index, unpack(args, i, math.min(#args, i + ADDS_CHUNK - 1)))
+  end
+  r[2] = r[2] - r[6] + added
+  r[5], r[6] = {}, 0
+end
+local function over(r)
+  return (max_records > 0 and r[2] > max_records) or (max_bytes > 0 and r[3] > max_bytes)
+end
 local function remember(d, result_key, result, score)
   local index = d[18]
   if not index or index == '' then return end
   local r = recorded[index]
   if not r then
-    r = {d[19], redis.call('ZCARD', index), tonumber(redis.call('GET', d[19]) or '0'), 0}
+    r = {d[19], redis.call('ZCARD', index), tonumber(redis.call('GET', d[19]) or '0'), 0, {}, 0}
     recorded[index] = r
     recorded_order[#recorded_order + 1] = index
   end
   local size = #result_key + #result
-  r[2] = r[2] + redis.call('ZADD', index, score, size .. ' ' .. result_key)
+  local args = r[5]
+  args[#args + 1] = score
+  args[#args + 1] = size .. ' ' .. result_key
+  r[6] = r[6] + 1
+  r[2] = r[2] + 1
   r[3] = r[3] + size
   r[4] = r[4] + size
-  while (max_records > 0 and r[2] > max_records) or (max_bytes > 0 and r[3] > max_bytes) do
+  if over(r) then add_waiting(index, r) end
+  while over(r) do
     local oldest = redis.call('ZPOPMIN', index)
     if #oldest == 0 then break end
     local dropped, key = string.match(oldest[1], '^(%d+) (.+)$')
@@ -99,6 +122,7 @@ end
 local function flush_results()
   for _, index in ipairs(recorded_order) do
     local r = recorded[index]
+    if r[6] > 0 then add_waiting(index, r) end
     redis.call('INCRBY', r[1], r[4])
     redis.call('EXPIRE', index, ARGV[3])
     redis.call('EXPIRE', r[1], ARGV[3])
