@@ -231,9 +231,7 @@ async def main() -> None:
     for name, values in samples.items():
         p50, p99 = percentile(values, 50), percentile(values, 99)
         results[name] = {"p50_ms": round(p50, 3), "p99_ms": round(p99, 3), "n": len(values)}
-        print(
-            f"{name:<20} p50 {p50:6.3f} ms   p99 {p99:6.3f} ms   ({p50 / base:.2f}x raw p50)"
-        )
+        print(f"{name:<20} p50 {p50:6.3f} ms   p99 {p99:6.3f} ms   ({p50 / base:.2f}x raw p50)")
     print(json.dumps({"memories": args.memories, "raw_p50_ms": round(base, 3), **results}))
 
 

@@ -13,21 +13,17 @@ import time
 from typing import Any, TypeVar
 
 import msgspec
-from faststream.nats import NatsResponse
 
 from zeromem import naming
 from zeromem.limits import Limits, refusal
 from zeromem.schemas import (
     ArchivedRequest,
-    ErrorCode,
-    ErrorReply,
     GetRequest,
     ListRequest,
     OwnersRequest,
     RecallRequest,
     StatsRequest,
     decode,
-    encode,
 )
 from zeromem.shape import agent_refusal, finite_refusal, shape_refusal
 
@@ -178,11 +174,3 @@ _CHECKS: dict[type, Any] = {
     OwnersRequest: _owners,
     ArchivedRequest: _archived,
 }
-
-
-def error_response(code: ErrorCode, message: str) -> NatsResponse:
-    """A refusal or failure as the FastStream handlers answer it: an ``ErrorReply`` with
-    its code in a header too."""
-    return NatsResponse(
-        encode(ErrorReply(error=message, code=code)), headers={naming.ERROR_HEADER: code}
-    )

@@ -7,7 +7,7 @@
   (those three are pure: no I/O)
 - ``retrieve``: candidates read from the indexes the workers keep (Redis);
 - ``archived``: candidates from the archive tier (``include_archived``);
-- ``service`` and ``responder``: the request handling over NATS.
+- ``service``: one recall, from request to reply (``zeromem.query`` answers it over NATS).
 
 The analyser, token counting, recall cards and the usage ledger are shared with the write
 path and live in ``zeromem.store``. Submodules are imported explicitly; this package
