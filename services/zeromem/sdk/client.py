@@ -70,6 +70,7 @@ from zeromem.schemas import (
     RecallReply,
     RecallRequest,
     RecallScope,
+    RecallStrategy,
     Rejected,
     Restore,
     Result,
@@ -80,8 +81,10 @@ from zeromem.schemas import (
     decode,
     decode_result,
     encode,
+    parse_strategy,
     status_of,
 )
+from zeromem.schemas.strategies import NoDecayStrategy
 from zeromem.sdk.acks import AckCounter
 from zeromem.sdk.batching import CommandBatcher
 from zeromem.sdk.errors import (
@@ -641,7 +644,7 @@ class MemoryClient:
         k: int = 5,
         budget: int = 1500,
         encoding: str = "cl100k_base",
-        strategy: dict[str, Any] | None = None,
+        strategy: RecallStrategy | dict[str, Any] | None = None,
         explain: bool = False,
         history_tokens: int = 0,
         include_archived: bool = False,
@@ -650,7 +653,10 @@ class MemoryClient:
         ``task:t42``), ranked and packed into ``budget`` tokens. ``reply.context`` is the
         block to put in the prompt; ``reply.baseline_tokens`` is what injecting every
         memory that passed the filters would have cost. ``history_tokens``, when the agent
-        reports it, is what carrying its whole history would have cost (for the metrics)."""
+        reports it, is what carrying its whole history would have cost (for the metrics).
+        ``strategy``: a ``zeromem.schemas.strategies`` struct or its plain form
+        (``{"name": "by_tag", "tags": ["billing"]}``); a bad one raises ``StrategyError``
+        here, before any round trip."""
         scope = RecallScope(
             owners=tuple(owners),
             prefix=prefix,
@@ -667,7 +673,7 @@ class MemoryClient:
             k=k,
             budget=budget,
             encoding=encoding,
-            strategy=strategy or {},
+            strategy=parse_strategy(strategy),
             explain=explain,
             history_tokens=history_tokens,
             include_archived=include_archived,
@@ -729,7 +735,7 @@ class MemoryClient:
             prefix=prefix,
             k=limit,
             budget=200_000,
-            strategy={"name": "no_decay"},
+            strategy=NoDecayStrategy(),
         )
         return [m for m in reply.memories if not m.via]
 
