@@ -115,8 +115,11 @@ class Responder:
         """Take no more requests (those the subscriptions hold still get their task),
         then let every request in hand finish."""
         subs, self._subs = self._subs, {}
-        for sub in subs.values():
-            await sub.drain()  # type: ignore[no-untyped-call]  # nats-py leaves it unannotated
+        for kind, sub in subs.items():
+            try:
+                await sub.drain()  # type: ignore[no-untyped-call]  # nats-py leaves it unannotated
+            except Exception as exc:  # the connection is closed or down: nothing more comes
+                log.warning("%s: the subscription did not drain (%r)", kind, exc)
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
