@@ -8,7 +8,7 @@ server on every message, Redis ACL users) and one open. Round after round, on ea
 
 - writes: the raw JetStream publish rate (one process, plain stream: the baseline), then
   fire-and-forget SDK puts applied end to end by two `zeromem worker` processes
-  (bench/write_throughput.py's workload);
+  (the append workload of bench/workloads.py);
 - recall: raw NATS request-reply round trips (the baseline), then recalls over
   ``--memories`` memories in scope answered by `zeromem serve`.
 
@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from recall_latency import load, percentile, query, raw_round_trips, start_services
+from workloads import appends, take
 from write_throughput import raw_publish_rate, sample_payload, stack_settings, zeromem_rate
 
 from zeromem.embedded import EmbeddedStack
@@ -76,7 +77,8 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     rng = random.Random(13)
-    payload = sample_payload()
+    specs = take(appends(args.commands, args.owners), args.commands)
+    payload = sample_payload(specs)
     rounds: list[dict[str, float]] = []
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stacks:
@@ -99,7 +101,7 @@ async def main() -> None:
                 for mode, settings in order:
                     row[f"raw_{mode}"] = await raw_publish_rate(settings, args.commands, payload)
                     row[f"applied_{mode}"], _ = await zeromem_rate(
-                        settings, args.commands, args.owners, batch=True, tenant=f"w{r}"
+                        settings, specs, batch=True, tenant=f"w{r}"
                     )
                     rtt = await raw_round_trips(settings, args.queries)
                     row[f"rtt_p50_{mode}"] = percentile(rtt, 50)

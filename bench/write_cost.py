@@ -2,8 +2,9 @@
 
     python bench/write_cost.py [--commands 60000] [--owners 100] [--workers 2]
 
-The same workload as bench/write_throughput.py (fire-and-forget puts from the SDK, batched,
-applied by `zeromem worker` processes), but what it reports is CPU time rather than rate:
+The workloads of bench/write_throughput.py (fire-and-forget puts from the SDK, batched,
+applied by `zeromem worker` processes): appends first (new keys, new content: what agents
+write), then the rewrite fast path beside them. What it reports is CPU time rather than rate:
 read from /proc for the publishing process, every worker, nats-server and the Redis
 server, over the whole run, divided by the number of commands. CPU time is far steadier
 than a rate on a shared machine, so this is the script to run before and after a change
@@ -28,6 +29,7 @@ from zeromem.embedded import EmbeddedStack
 from zeromem.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent))
+from workloads import PutSpec, appends, rewrites, take
 from write_throughput import (
     raw_publish_rate,
     running_workers,
@@ -86,13 +88,16 @@ async def raw_redis_cost(
 
 
 async def zeromem_cost(
-    settings: Settings, n: int, owners: int, pids: dict[str, int]
+    settings: Settings, specs: list[PutSpec], pids: dict[str, int], tenant: str
 ) -> dict[str, float]:
-    """CPU per command of write_throughput's batched run, the same workload."""
+    """CPU per command of write_throughput's batched run of ``specs``."""
     with CpuMeter(pids) as meter:
-        rate, _ = await zeromem_rate(settings, n, owners, batch=True, tenant="cost")
-    commands = n // owners * owners
-    return {k: v / commands * 1e6 for k, v in meter.spent.items()} | {"rate": rate}
+        rate, _ = await zeromem_rate(settings, specs, batch=True, tenant=tenant)
+    per_command = {k: v / len(specs) * 1e6 for k, v in meter.spent.items()}
+    workers = sum(v for k, v in per_command.items() if k.startswith("worker-"))
+    total = workers + per_command["publisher"] + per_command["nats-server"]
+    total += per_command["redis-server"]
+    return per_command | {"workers": workers, "total": total, "rate": rate}
 
 
 async def main() -> None:
@@ -103,49 +108,65 @@ async def main() -> None:
     parser.add_argument("--shards", type=int, default=16)
     args = parser.parse_args()
 
+    append_specs = take(appends(args.commands, args.owners), args.commands)
+    rewrite_specs = take(rewrites(args.commands, args.owners), args.commands)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
         assert stack.nats and stack.nats.process and stack.redis and stack.redis.process
         settings = stack_settings(stack, Settings(shards=args.shards))
-        payload = sample_payload()
+        payload = sample_payload(append_specs)
         async with running_workers(settings, args.workers) as workers:
             pids = {"nats-server": stack.nats.process.pid, "redis-server": stack.redis.process.pid}
             pids |= {f"worker-{i}": w.pid for i, w in enumerate(workers)}
             raw_nats = await raw_publish_cost(settings, args.commands, payload, pids["nats-server"])
             raw_redis = await raw_redis_cost(settings, args.commands, payload, pids["redis-server"])
-            cost = await zeromem_cost(settings, args.commands, args.owners, pids)
+            append = await zeromem_cost(settings, append_specs, pids, "append")
+            rewrite = await zeromem_cost(settings, rewrite_specs, pids, "rewrite")
 
-    worker = sum(v for k, v in cost.items() if k.startswith("worker-"))
-    total = worker + cost["publisher"] + cost["nats-server"] + cost["redis-server"]
     raw_publish = raw_nats["publisher"] + raw_nats["nats-server"]
     raw_set = raw_redis["publisher"] + raw_redis["redis-server"]
     print(
         f"CPU per command, µs ({args.commands} puts across {args.owners} owners, "
         f"{args.workers} worker process(es))"
     )
-    print(f"  SDK publisher   {cost['publisher']:6.1f}")
-    print(f"  nats-server     {cost['nats-server']:6.1f}")
-    print(f"  workers         {worker:6.1f}")
-    print(f"  redis-server    {cost['redis-server']:6.1f}")
-    print(f"  all             {total:6.1f}   (wall rate {cost['rate']:.0f} cmd/s)")
+    print("                  append   rewrite (fast path)")
+    for label, name in (
+        ("SDK publisher", "publisher"),
+        ("nats-server", "nats-server"),
+        ("workers", "workers"),
+        ("redis-server", "redis-server"),
+        ("all", "total"),
+    ):
+        print(f"  {label:14s} {append[name]:7.1f}   {rewrite[name]:7.1f}")
+    print(f"  wall rate      {append['rate']:7.0f}   {rewrite['rate']:7.0f}   cmd/s")
     print(
         f"baseline: raw JetStream async publish {raw_publish:5.1f} µs/msg "
         f"(publisher {raw_nats['publisher']:.1f}, nats-server {raw_nats['nats-server']:.1f}); "
         f"raw pipelined Redis SET {raw_set:5.1f} µs (server {raw_redis['redis-server']:.1f})"
     )
-    print(f"zeromem CPU per command / raw publish CPU per message: {total / raw_publish:.2f}")
+    print(
+        f"CPU per command / raw publish CPU per message: append {append['total'] / raw_publish:.2f}"
+        f", rewrite {rewrite['total'] / raw_publish:.2f}"
+    )
+
+    def figures(cost: dict[str, float]) -> dict[str, float]:
+        return {
+            "publisher_us": round(cost["publisher"], 2),
+            "nats_us": round(cost["nats-server"], 2),
+            "workers_us": round(cost["workers"], 2),
+            "redis_us": round(cost["redis-server"], 2),
+            "total_us": round(cost["total"], 2),
+            "ratio_to_raw_publish": round(cost["total"] / raw_publish, 3),
+        }
+
     print(
         json.dumps(
             {
                 "commands": args.commands,
                 "workers": args.workers,
-                "publisher_us": round(cost["publisher"], 2),
-                "nats_us": round(cost["nats-server"], 2),
-                "workers_us": round(worker, 2),
-                "redis_us": round(cost["redis-server"], 2),
-                "total_us": round(total, 2),
+                "append": figures(append),
+                "rewrite": figures(rewrite),
                 "raw_publish_us": round(raw_publish, 2),
                 "raw_redis_set_us": round(raw_set, 2),
-                "ratio_to_raw_publish": round(total / raw_publish, 3),
             }
         )
     )

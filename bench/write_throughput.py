@@ -1,20 +1,28 @@
-"""End-to-end write throughput next to the raw JetStream publish rate, in one run.
+"""End-to-end write throughput and latency next to the raw JetStream publish rate, in one run.
 
     python bench/write_throughput.py [--commands 30000] [--owners 100] [--workers 2] [--rounds 3]
 
-1. Raw baseline: one Python process publishes N messages of the same size as a put
+The workload leads: appends, what agents mostly write (bench/workloads.py: a new key and
+new content every time, 10-40 words from a Zipf-like vocabulary, tags, mixed types, some
+references and TTLs). The rewrite workload (the same keys with identical content, the
+worker's fast path) is measured beside it, never instead of it.
+
+1. Raw baseline: one Python process publishes N messages of the size of a median append
    command with nats-py's JetStream async publish, to a plain stream, and waits for every
    ack. That is the most a single publisher can push into JetStream here.
-2. zeromem: the same process publishes N fire-and-forget puts through the SDK across the
-   owners, while `zeromem worker` processes apply them to Redis with the version check and
-   every index; the clock stops when the change feed has reported the last one applied
-   (then every memory's version is checked in Redis). The SDK sends back-to-back
-   fire-and-forget writes to one shard as batch messages (zeromem.sdk.batching), as any
-   agent using it does; the same run repeats with batching off (`batch=False`: one
-   message per command) and reports that too.
+2. zeromem: the same process publishes N fire-and-forget puts through the SDK, while
+   `zeromem worker` processes apply them to Redis with the version check and every index;
+   the clock stops when the change feed has reported the last one applied (then every
+   memory's version is checked in Redis). The SDK sends back-to-back fire-and-forget
+   writes to one shard as batch messages (zeromem.sdk.batching), as any agent using it
+   does; the append run repeats with batching off (one message per command) too.
+3. Latency: appends paced at half the measured append rate, then at a low rate (lone
+   writes), each timed from the SDK call to the change feed's event for that key.
 
-Both run against embedded servers started for this run, secured as `zeromem up` runs them
-(`--no-auth`: open servers; bench/auth_cost.py compares the two). The last line is JSON.
+Baseline and zeromem alternate round after round: the machine's load drifts, and each
+ratio compares runs made seconds apart. Both run against embedded servers started for
+this run, secured as `zeromem up` runs them (`--no-auth`: open servers; bench/auth_cost.py
+compares the two). The last line is JSON.
 """
 
 from __future__ import annotations
@@ -29,27 +37,25 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from nats.js.api import StreamConfig
+
+sys.path.insert(0, str(Path(__file__).parent))
+from workloads import PutSpec, appends, rewrites, take
 
 from zeromem import naming
 from zeromem.auth.credentials import local_authority
 from zeromem.bus import connect_nats, connect_redis, provision
 from zeromem.embedded import EmbeddedStack
 from zeromem.embedded.stack import settings_for_role
-from zeromem.schemas import Put, encode
+from zeromem.schemas import Put, decode_results, encode
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 from zeromem.store.keys import RedisKeys, shard_lease_key
-
-CONTENT = "moved the meeting to Friday 10:00"  # every benchmark put's summary
-
-
-def sample_value(i: int) -> dict[str, object]:
-    return {"turn": i, "note": "user asked to move the meeting to Friday 10:00"}
 
 
 async def raw_publish_rate(settings: Settings, n: int, payload: bytes) -> float:
@@ -67,20 +73,28 @@ async def raw_publish_rate(settings: Settings, n: int, payload: bytes) -> float:
     return n / elapsed
 
 
-def sample_payload() -> bytes:
-    """An encoded put like the ones the benchmarks publish: the raw baseline's message."""
+def encoded(spec: PutSpec) -> bytes:
     return encode(
         Put(
             id="01JBENCHMARK0000000000000",
             tenant="bench",
             agent="bench",
             ts=time.time(),
-            key="user:o1:turn",
-            value=sample_value(1),
-            content=CONTENT,
-            type="message",
+            key=spec.key,
+            value=spec.value,
+            content=spec.content,
+            type=spec.type,
+            tags=spec.tags,
+            references=spec.references,
+            ttl_s=spec.ttl,
         )
     )
+
+
+def sample_payload(specs: Sequence[PutSpec]) -> bytes:
+    """The raw baseline's message: an encoded put of the workload's median size."""
+    sizes = sorted((encoded(s) for s in specs[:2000]), key=len)
+    return sizes[len(sizes) // 2]
 
 
 @contextlib.asynccontextmanager
@@ -153,11 +167,39 @@ async def wait_for_workers(settings: Settings, timeout: float = 60.0) -> None:
     await asyncio.sleep(0.2)  # the lease is taken just before the shard's consumer is bound
 
 
+def client(settings: Settings, tenant: str, batch: bool = True):  # type: ignore[no-untyped-def]
+    return MemoryClient.connect(
+        settings.nats_url,
+        tenant=tenant,
+        agent="bench",
+        shards=settings.shards,
+        batch=batch,
+        settings=settings,
+    )
+
+
+async def check_applied(settings: Settings, tenant: str, specs: Sequence[PutSpec]) -> None:
+    """Every key holds the version its puts should have given it."""
+    expected = Counter(spec.key for spec in specs)
+    keys = RedisKeys(tenant)
+    redis = connect_redis(settings)
+    try:
+        pipe = redis.pipeline(transaction=False)
+        for key in expected:
+            pipe.hget(keys.item(key), "v")
+        versions = await pipe.execute()
+    finally:
+        await redis.aclose()
+    wrong = [k for k, v in zip(expected, versions, strict=True) if int(v or 0) != expected[k]]
+    assert not wrong, f"{len(wrong)} memories not applied as published, e.g. {wrong[:3]}"
+
+
 async def zeromem_rate(
-    settings: Settings, n: int, owners: int, batch: bool, tenant: str
+    settings: Settings, specs: Sequence[PutSpec], batch: bool, tenant: str
 ) -> tuple[float, float]:
-    per_owner = n // owners
-    total = per_owner * owners
+    """(applied/s, published/s) of fire-and-forget puts, from the first call to the last
+    change on the feed."""
+    total = len(specs)
     applied = 0
     done = asyncio.Event()
 
@@ -171,38 +213,62 @@ async def zeromem_rate(
             done.set()
 
     observer = await connect_nats(settings, "bench-observer")  # agents may not watch core subjects
-    async with await MemoryClient.connect(
-        settings.nats_url,
-        tenant=tenant,
-        agent="bench",
-        shards=settings.shards,
-        batch=batch,
-        settings=settings,
-    ) as client:
+    async with await client(settings, tenant, batch) as memory:
         sub = await observer.subscribe(naming.change_watch_subject(tenant), cb=on_change)
         await observer.flush()
         start = time.perf_counter()
-        for i in range(total):
-            await client.put(
-                f"user:o{i % owners}:turn",
-                sample_value(i // owners),
-                content=CONTENT,
-                type="message",
-            )
-        await client.flush(timeout=120)
+        for spec in specs:
+            await memory.put(spec.key, spec.value, **spec.kwargs())
+        await memory.flush(timeout=120)
         published = time.perf_counter() - start
         await asyncio.wait_for(done.wait(), 300)
         elapsed = time.perf_counter() - start
         await sub.unsubscribe()
     await observer.close()
-    redis = connect_redis(settings)
-    try:
-        keys = RedisKeys(tenant)
-        versions = [await redis.hget(keys.item(f"user:o{o}:turn"), "v") for o in range(owners)]
-    finally:
-        await redis.aclose()
-    assert all(int(v) == per_owner for v in versions), "not every command was applied"
+    await check_applied(settings, tenant, specs)
     return total / elapsed, total / published
+
+
+async def paced_latency(
+    settings: Settings, specs: Sequence[PutSpec], rate: float, tenant: str
+) -> list[float]:
+    """Milliseconds from each put's SDK call to its event on the change feed, with the
+    puts paced at ``rate`` per second."""
+    sent: dict[str, float] = {}
+    delays: list[float] = []
+    done = asyncio.Event()
+
+    async def on_change(msg) -> None:  # type: ignore[no-untyped-def]
+        now = time.perf_counter()
+        batched = bool(msg.headers and naming.BATCH_HEADER in msg.headers)
+        for result in decode_results(msg.data, batched):
+            start = sent.pop(result.key, None)
+            if start is not None:
+                delays.append((now - start) * 1000)
+        if len(delays) >= len(specs):
+            done.set()
+
+    observer = await connect_nats(settings, "bench-observer")
+    async with await client(settings, tenant) as memory:
+        sub = await observer.subscribe(naming.change_watch_subject(tenant), cb=on_change)
+        await observer.flush()
+        start = time.perf_counter()
+        for i, spec in enumerate(specs):
+            due = start + i / rate
+            if (wait := due - time.perf_counter()) > 0:
+                await asyncio.sleep(wait)
+            sent[spec.key] = time.perf_counter()
+            await memory.put(spec.key, spec.value, **spec.kwargs())
+        await memory.flush(timeout=120)
+        await asyncio.wait_for(done.wait(), 120)
+        await sub.unsubscribe()
+    await observer.close()
+    return delays
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 async def main() -> None:
@@ -211,59 +277,91 @@ async def main() -> None:
     parser.add_argument("--owners", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--shards", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=3, help="baseline/zeromem pairs; medians")
+    parser.add_argument("--rounds", type=int, default=3, help="baseline/zeromem sets; medians")
+    parser.add_argument("--latency-s", type=float, default=8.0, help="seconds of paced appends")
     parser.add_argument("--no-auth", action="store_true", help="open servers (no credentials)")
     args = parser.parse_args()
 
+    append_specs = take(appends(args.commands, args.owners), args.commands)
+    rewrite_specs = take(rewrites(args.commands, args.owners), args.commands)
     rounds: list[dict[str, float]] = []
     with (
         tempfile.TemporaryDirectory() as tmp,
         EmbeddedStack(Path(tmp), secure=not args.no_auth) as stack,
     ):
         settings = stack_settings(stack, Settings(shards=args.shards))
-        payload = sample_payload()
+        payload = sample_payload(append_specs)
         async with running_workers(settings, args.workers):
-            # Baseline and zeromem alternate, round after round: on a shared machine the
-            # load drifts, and each ratio compares runs made seconds apart.
             for r in range(args.rounds):
                 raw = await raw_publish_rate(settings, args.commands, payload)
-                applied, published = await zeromem_rate(
-                    settings, args.commands, args.owners, batch=True, tenant=f"bench{r}"
+                append, published = await zeromem_rate(
+                    settings, append_specs, batch=True, tenant=f"append{r}"
+                )
+                rewrite, _ = await zeromem_rate(
+                    settings, rewrite_specs, batch=True, tenant=f"rewrite{r}"
                 )
                 unbatched, _ = await zeromem_rate(
-                    settings, args.commands, args.owners, batch=False, tenant=f"bench{r}-unbatched"
+                    settings, append_specs, batch=False, tenant=f"unbatched{r}"
                 )
                 rounds.append(
                     {
                         "raw": raw,
-                        "applied": applied,
+                        "append": append,
                         "published": published,
+                        "rewrite": rewrite,
                         "unbatched": unbatched,
-                        "ratio": applied / raw,
                     }
                 )
                 print(
-                    f"round {r + 1}: raw {raw:8.0f} msg/s   applied {applied:8.0f} cmd/s   "
-                    f"ratio {applied / raw:.2f}   (unbatched {unbatched / raw:.2f})"
+                    f"round {r + 1}: raw {raw:7.0f} msg/s   append {append:7.0f} cmd/s "
+                    f"({append / raw:.2f})   rewrite {rewrite / raw:.2f}   "
+                    f"unbatched append {unbatched / raw:.2f}"
                 )
 
-    def median(field: str) -> float:
-        return statistics.median(r[field] for r in rounds)
+            def median(name: str) -> float:
+                return statistics.median(r[name] for r in rounds)
 
-    raw, applied, published, unbatched = (
-        median(f) for f in ("raw", "applied", "published", "unbatched")
-    )
-    ratio = median("ratio")
+            def ratio(name: str) -> float:
+                return statistics.median(r[name] / r["raw"] for r in rounds)
+
+            half = median("append") / 2
+            later = take(appends(2 * args.commands, args.owners, seed=29), 2 * args.commands)
+            n_half = min(len(later), int(half * args.latency_s))
+            at_half = await paced_latency(settings, later[:n_half], half, "latency-half")
+            low_rate = 50.0
+            n_low = int(low_rate * args.latency_s)
+            at_low = await paced_latency(
+                settings, later[n_half : n_half + n_low], low_rate, "latency-low"
+            )
+
+    raw = median("raw")
     print(
-        f"commands                      {args.commands} across {args.owners} owners, "
-        f"{args.workers} worker process(es), {args.shards} shards; median of {args.rounds} rounds"
+        f"\n{args.commands} commands across {args.owners} owners, {args.workers} worker "
+        f"process(es), {args.shards} shards; medians of {args.rounds} rounds"
     )
-    print(f"raw JetStream async publish   {raw:10.0f} msg/s   (baseline, one Python process)")
-    print(f"zeromem SDK publish           {published:10.0f} cmd/s")
-    print(f"zeromem applied end to end    {applied:10.0f} cmd/s   ratio to raw {ratio:.2f}")
     print(
-        f"  with SDK batching off       {unbatched:10.0f} cmd/s   ratio to raw "
-        f"{median('unbatched') / raw:.2f}"
+        f"raw JetStream async publish   {raw:8.0f} msg/s   baseline, one Python process, "
+        f"{len(payload)}-byte messages"
+    )
+    print(
+        f"append, applied end to end    {median('append'):8.0f} cmd/s   "
+        f"ratio to raw {ratio('append'):.2f}   (SDK publish {median('published'):.0f}/s)"
+    )
+    print(
+        f"  append, SDK batching off    {median('unbatched'):8.0f} cmd/s   "
+        f"ratio to raw {ratio('unbatched'):.2f}"
+    )
+    print(
+        f"rewrite (fast path), applied  {median('rewrite'):8.0f} cmd/s   "
+        f"ratio to raw {ratio('rewrite'):.2f}"
+    )
+    print(
+        f"append latency, call to change feed, at {half:.0f}/s (half the append rate): "
+        f"p50 {percentile(at_half, 0.5):.1f} ms   p99 {percentile(at_half, 0.99):.1f} ms"
+    )
+    print(
+        f"append latency at {low_rate:.0f}/s (lone writes): "
+        f"p50 {percentile(at_low, 0.5):.1f} ms   p99 {percentile(at_low, 0.99):.1f} ms"
     )
     print(
         json.dumps(
@@ -273,12 +371,17 @@ async def main() -> None:
                 "workers": args.workers,
                 "rounds": args.rounds,
                 "raw_publish_per_s": round(raw),
-                "sdk_publish_per_s": round(published),
-                "applied_per_s": round(applied),
-                "ratio": round(ratio, 3),
-                "ratios": [round(r["ratio"], 3) for r in rounds],
-                "unbatched_applied_per_s": round(unbatched),
-                "unbatched_ratio": round(unbatched / raw, 3),
+                "append_applied_per_s": round(median("append")),
+                "append_ratio": round(ratio("append"), 3),
+                "append_ratios": [round(r["append"] / r["raw"], 3) for r in rounds],
+                "append_unbatched_ratio": round(ratio("unbatched"), 3),
+                "rewrite_applied_per_s": round(median("rewrite")),
+                "rewrite_ratio": round(ratio("rewrite"), 3),
+                "half_load_per_s": round(half),
+                "half_load_p50_ms": round(percentile(at_half, 0.5), 2),
+                "half_load_p99_ms": round(percentile(at_half, 0.99), 2),
+                "low_load_p50_ms": round(percentile(at_low, 0.5), 2),
+                "low_load_p99_ms": round(percentile(at_low, 0.99), 2),
             }
         )
     )

@@ -72,16 +72,19 @@ def nats_connect_options(settings: Settings) -> dict[str, Any]:
     return nats_options(settings, credential, inbox_prefix=Identity.of(credential).inbox_prefix())
 
 
-def connection_events(name: str) -> dict[str, Any]:
+def connection_events(name: str, client: NatsClient | None = None) -> dict[str, Any]:
     """Callbacks that log a service connection's losses and returns, one line each.
     nats-py's default logs a traceback per failed reconnect attempt (four a second with a
-    broker down), which buried the one line that said when the service was back."""
+    broker down), which buried the one line that said when the service was back. nats-py
+    also reports its own ``close()`` as a disconnection: given the ``client``, that one is
+    not logged."""
 
     async def on_error(error: Exception) -> None:
         log.warning("%s: NATS: %s", name, error or type(error).__name__)
 
     async def on_disconnected() -> None:
-        log.warning("%s: disconnected from NATS, reconnecting", name)
+        if client is None or not client.is_closed:
+            log.warning("%s: disconnected from NATS, reconnecting", name)
 
     async def on_reconnected() -> None:
         log.warning("%s: reconnected to NATS", name)
@@ -101,7 +104,7 @@ async def connect_nats(settings: Settings, name: str) -> NatsClient:
         max_reconnect_attempts=-1,  # a service outlives a broker restart
         reconnect_time_wait=0.25,
         pending_size=64 * 1024 * 1024,
-        **connection_events(name),
+        **connection_events(name, nc),
         **nats_connect_options(settings),
     )
     return nc
