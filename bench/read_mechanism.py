@@ -5,7 +5,7 @@
 One run, one machine, the same work on each side. After loading ``--memories`` memories
 into one owner through the real write path (two `zeromem worker` processes), a server
 process (this file with ``--serve``) answers requests on one subject per mechanism and
-kind (``zm.q.bench.<mechanism>.<kind>``), every read admitted (``query.admission``) and
+kind (``subject_of``), every read admitted (``query.admission``) and
 given its tenant's turn (``query.gate``) as the read services do:
 
 - ``raw_echo``: a nats-py subscription that answers at once (the baseline: what a NATS
@@ -18,8 +18,8 @@ given its tenant's turn (``query.gate``) as the read services do:
   nats-py message untouched, the body decoded with msgspec in the handler; ``no_reply``:
   the handler publishes its reply on the connection itself; ``logger=None``;
   ``max_workers``);
-- ``raw``: a nats-py subscription whose callback starts a task per request
-  (``query.responder``'s mechanism).
+- ``responder``: the read services' own ``query.responder`` (a nats-py subscription whose
+  callback starts a task per request), with these two routes.
 
 Kinds: ``info`` (a trivial reply: a few settings encoded) and ``recall`` (k=5, budget
 1,500 over the loaded owner). The client sends requests one at a time, mechanisms
@@ -46,12 +46,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 from recall_latency import load, percentile, query, start_services
 from write_throughput import stack_settings
 
+from zeromem import naming
 from zeromem.embedded import EmbeddedStack
 from zeromem.schemas import InfoReply, InfoRequest, RecallRequest, RecallScope, encode
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
 
-MECHANISMS = ("raw_echo", "fs_current", "fs_tuned", "raw")
+MECHANISMS = ("raw_echo", "fs_current", "fs_tuned", "responder")
 KINDS = ("info", "recall")
 OWNER = "user:b1"
 
@@ -63,10 +64,12 @@ async def serve(nats_url: str, redis_url: str) -> None:
     import msgspec
     from faststream.nats import NatsBroker, NatsMessage, NatsResponse
     from nats.aio.msg import Msg
+    from opentelemetry import trace
 
     from zeromem.bus import connect_nats, connect_redis
     from zeromem.query.admission import Refused, admit_request, tenant_of_query_subject
     from zeromem.query.gate import TenantGate
+    from zeromem.query.responder import Answer, Responder
     from zeromem.recall.service import RecallService
 
     settings = Settings().with_urls(nats_url, redis_url)
@@ -107,18 +110,22 @@ async def serve(nats_url: str, redis_url: str) -> None:
 
     await nc.subscribe("zm.q.*.raw_echo.*", cb=echo)
 
-    tasks: set[asyncio.Task[None]] = set()
+    # The read services' own responder, its routes under kinds of their own
+    # (``responder_<kind>``): its subscriptions (``zm.q.*.*.<kind>``) see no other
+    # mechanism's subjects.
+    responder = Responder(nc, gate, trace.get_tracer("bench"))
+
+    def route(kind: str) -> None:
+        type_, answer = answers[kind]
+
+        async def respond(request: Any) -> Answer:
+            return Answer(await answer(request))
+
+        responder.route(f"responder_{kind}", type_, respond)
+
     for kind in KINDS:
-
-        async def on_request(msg: Msg, kind: str = kind) -> None:
-            async def respond() -> None:
-                await nc.publish(msg.reply, await work(msg.subject, msg.data, kind))
-
-            task = asyncio.create_task(respond())
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-
-        await nc.subscribe(f"zm.q.*.raw.{kind}", queue="bench", cb=on_request)
+        route(kind)
+    await responder.start()
 
     workers = limits.reads_queued + limits.reads_in_flight
     current = NatsBroker(nats_url, logger=None)
@@ -158,6 +165,12 @@ async def serve(nats_url: str, redis_url: str) -> None:
 # --- the client ------------------------------------------------------------------------
 
 
+def subject_of(mechanism: str, kind: str) -> str:
+    if mechanism == "responder":
+        return f"zm.q.bench.bench.responder_{kind}"
+    return f"zm.q.bench.{mechanism}.{kind}"
+
+
 async def measure(settings: Settings, requests: int, rounds: int) -> dict[str, list[float]]:
     from zeromem.bus import connect_nats
 
@@ -175,19 +188,19 @@ async def measure(settings: Settings, requests: int, rounds: int) -> dict[str, l
     for kind in KINDS:
         for mechanism in MECHANISMS:  # warm every path
             for _ in range(20):
-                await nc.request(f"zm.q.bench.{mechanism}.{kind}", body(kind), timeout=5)
+                await nc.request(subject_of(mechanism, kind), body(kind), timeout=5)
     for _ in range(rounds):
         for kind in KINDS:
             n = per_round if kind == "info" else max(1, per_round // 3)
             for mechanism in MECHANISMS:
-                subject = f"zm.q.bench.{mechanism}.{kind}"
+                subject = subject_of(mechanism, kind)
                 out = samples[f"{mechanism}/{kind}"]
                 for _ in range(n):
                     data = body(kind)
                     start = time.perf_counter()
                     reply = await nc.request(subject, data, timeout=5)
                     out.append((time.perf_counter() - start) * 1000)
-                    if reply.data == b"refused":
+                    if reply.data == b"refused" or naming.ERROR_HEADER in (reply.headers or {}):
                         raise RuntimeError(f"{subject} refused a request")
     await nc.close()
     return samples

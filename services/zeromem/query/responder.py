@@ -2,12 +2,12 @@
 answered by: a plain nats-py queue subscription per kind, a task per request.
 
 Why not FastStream, which the design names: it cannot meet recall's latency target.
-Measured with ``bench/read_mechanism.py`` (one run, 2,000 memories in scope, the same
+Measured with ``bench/read_mechanism.py`` (one run each, 2,000 memories in scope, the same
 admission and gate on every side, requests one at a time; raw NATS request-reply p50
-0.34 ms), p50 of a trivial reply (``info``) and of a recall:
+0.34 ms), p50 of a trivial reply (``info``) and of a recall, two runs on a quiet machine:
 
     mechanism                                         info       recall
-    this responder (nats-py subscription)             0.34-0.41  1.63-1.67 ms
+    a nats-py subscription, a task per request        0.34-0.41  1.63-1.67 ms
     FastStream tuned (apply_types=False, a decoder    0.54-0.59  1.82-2.07 ms
       passing the nats-py message through, msgspec
       decode in the handler, no_reply, logger=None,
@@ -16,8 +16,10 @@ admission and gate on every side, requests one at a time; raw NATS request-reply
 
 FastStream's per-message machinery (its parser, middleware chain, context and worker
 pool) costs 0.2-0.4 ms a request even with everything that can be turned off turned off:
-12-25% of a recall, which is what the latency target is about. So all reads share this
-responder, not two mechanisms side by side. The AsyncAPI document never came from
+12-25% of a recall, which is what the latency target is about. (A third run, with this
+responder itself and the machine's load at 5.5: info 0.40 ms here, 0.64 tuned FastStream,
+0.94 as used; recalls took 4 ms on every side and told nothing apart.) So all reads share
+this responder, not two mechanisms side by side. The AsyncAPI document never came from
 FastStream: ``zeromem.schemas.asyncapi`` builds it from the wire contract itself (the
 names in ``zeromem.naming`` and the JSON Schemas), and ``make schemas`` writes it.
 
