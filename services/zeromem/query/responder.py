@@ -111,6 +111,9 @@ class Responder:
             self._subs[kind] = await self.nc.subscribe(
                 naming.query_subject_all(kind), queue=route.queue, cb=self._receiver(route)
             )
+        # A round trip: the server holds every subscription once this returns, so a
+        # request sent after start (and after readiness says so) finds a responder.
+        await self.nc.flush()
         return self
 
     async def stop(self) -> None:
