@@ -1,17 +1,10 @@
-"""Scoring for recall: ``score = relevance x decay x feedback x boost``.
+"""Scoring for recall: ``score = relevance x decay x feedback x boost`` (each factor, and
+why its defaults are what they are: ``recall.factors``).
 
-- relevance: BM25 over the query terms (``text.terms`` of the query against the index the
-  workers build with ``text.index_terms``). When the query has no terms, or no candidate
-  matches any of them, relevance is 1.0 for everyone and recall degrades gracefully to
-  "recent and valued" ranking. When some candidates match, the others score 0: they are
-  not about the question and only fill the context with noise.
-- decay: ``max(floor, 0.5 ** (age / half_life))``. The default half-life is long (30 days)
-  and the floor high (0.35) on purpose: relevance comes first, and an old preference that
-  answers the question must not be buried under yesterday's chatter.
-- feedback: liked / disliked / important counts, each a multiplier with diminishing
-  returns (see ``feedback_weight``).
-- boost: multipliers from the request's strategy (``by_tag``, ``by_type``: see
-  ``recall.strategies``).
+When the query has no terms, or no candidate matches any of them, relevance is 1.0 for
+everyone and recall degrades gracefully to "recent and valued" ranking. When some
+candidates match, the others score 0: they are not about the question and only fill the
+context with noise. The boost comes from the request's strategy (``recall.strategies``).
 
 Ties are broken newest first, then by key, so a recall is deterministic.
 
@@ -21,9 +14,8 @@ returns a ``Ranking``, which orders and materialises ``ScoredCandidate`` objects
 a recall that keeps five memories orders (roughly) the matching candidates and builds a
 handful of objects, not ten thousand.
 
-The factors and the data types are ``recall.factors``'; the lazy ordering is
-``recall.ordering``'s; what a strategy does is ``recall.strategies``'. Their public names
-are imported here too, where callers have always found them.
+The lazy ordering is ``recall.ordering``'s. The public names of ``factors``, ``ordering`` and
+``strategies`` are imported here too, where callers have always found them.
 """
 
 from __future__ import annotations
