@@ -1,6 +1,7 @@
 """Recall latency over NATS at growing scope sizes, next to a raw NATS request-reply.
 
     python bench/recall_latency.py [--sizes 1000,10000,100000] [--store 1000000] [--queries 300]
+    python bench/recall_latency.py --encryption [--sizes 2000] [--queries 300]
 
 Loads memories through the real write path (SDK -> JetStream -> `zeromem worker`
 processes -> Redis) into owners of 1k, 10k and 100k memories, plus filler owners so the
@@ -8,6 +9,12 @@ store holds --store memories in all; then, with `zeromem serve` running as its o
 times SDK recalls (k=5, budget 1,500) of random 1-3 word queries in each scope. The
 baseline is a raw NATS request-reply round trip to a responder that answers at once,
 measured in the same run. The last line is JSON.
+
+``--encryption``: the same memories in one owner of a plain tenant and one of a tenant
+listed in ZEROMEM_ENCRYPT_TENANTS (every memory sealed with its owner's data key, no term
+postings), timed in one run: a filtered recall (type ``fact``, no query terms: both read
+and rank every card, the encrypted one opening each), and how many memories a term query
+finds in each (none in the encrypted one: its terms are not indexed).
 """
 
 from __future__ import annotations
@@ -111,6 +118,8 @@ async def start_services(settings: Settings, workers: int) -> list[subprocess.Po
             ZEROMEM_NATS_CREDS=as_role.nats_creds,
             ZEROMEM_REDIS_URL=as_role.redis_url,
             ZEROMEM_SHARDS=str(settings.shards),
+            ZEROMEM_MASTER_KEY=settings.master_key,
+            ZEROMEM_ENCRYPT_TENANTS=settings.encrypt_tenants,
         )
 
     procs = [
@@ -150,6 +159,68 @@ async def start_services(settings: Settings, workers: int) -> list[subprocess.Po
     return procs
 
 
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.wait(10)
+
+
+async def encryption_cost(args: argparse.Namespace) -> None:
+    """Recall over a plain owner and over an encrypted one, the same memories, one run."""
+    size = int(args.sizes.split(",")[0])
+    tenants = {"plain": "bench", "encrypted": "bench-enc"}
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
+        settings = stack_settings(stack, Settings(encrypt_tenants=tenants["encrypted"]))
+        procs = await start_services(settings, args.workers)
+        results: dict[str, tuple[float, float, float]] = {}
+        try:
+            for name, tenant in tenants.items():
+                async with await MemoryClient.connect(
+                    stack.nats_url, tenant=tenant, agent="bench", timeout=600, settings=settings
+                ) as client:
+                    await load(client, "user:s", size, random.Random(7))
+                    rng = random.Random(11)
+                    for _ in range(20):  # warm the service
+                        await client.recall("", owners=["user:s"], types=["fact"])
+                    samples = []
+                    for _ in range(args.queries):
+                        start = time.perf_counter()
+                        await client.recall("", owners=["user:s"], types=["fact"], k=5)
+                        samples.append((time.perf_counter() - start) * 1000)
+                    found = [
+                        len((await client.recall(query(rng), owners=["user:s"], k=5)).memories)
+                        for _ in range(50)
+                    ]
+                    results[name] = (
+                        percentile(samples, 50),
+                        percentile(samples, 99),
+                        statistics.mean(found),
+                    )
+        finally:
+            stop(procs)
+    plain, sealed = results["plain"], results["encrypted"]
+    print(f"filtered recall over {size} memories (type=fact, k=5), {args.queries} recalls")
+    for name, (p50, p99, found) in results.items():
+        print(
+            f"  {name:9}  p50 {p50:6.2f} ms   p99 {p99:6.2f} ms   "
+            f"term queries find {found:.1f} memories on average"
+        )
+    print(f"encrypted / plain: p50 {sealed[0] / plain[0]:.2f}x, p99 {sealed[1] / plain[1]:.2f}x")
+    print(
+        json.dumps(
+            {
+                "memories": size,
+                "plain_p50_ms": round(plain[0], 3),
+                "encrypted_p50_ms": round(sealed[0], 3),
+                "p50_ratio": round(sealed[0] / plain[0], 3),
+                "p99_ratio": round(sealed[1] / plain[1], 3),
+                "term_query_found": {"plain": plain[2], "encrypted": sealed[2]},
+            }
+        )
+    )
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
@@ -157,7 +228,13 @@ async def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-auth", action="store_true", help="open servers (no credentials)")
+    parser.add_argument(
+        "--encryption", action="store_true", help="recall over plain vs encrypted memories"
+    )
     args = parser.parse_args()
+    if args.encryption:
+        await encryption_cost(args)
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     rng = random.Random(7)
 
@@ -206,10 +283,7 @@ async def main() -> None:
                         statistics.mean(tokens),
                     )
         finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(10)
+            stop(procs)
 
     raw50, raw99 = percentile(raw, 50), percentile(raw, 99)
     print(f"raw NATS request-reply        p50 {raw50:6.2f} ms   p99 {raw99:6.2f} ms")

@@ -1,6 +1,7 @@
 """Where the write path's CPU goes: microseconds of CPU per applied command, per process.
 
     python bench/write_cost.py [--commands 60000] [--owners 100] [--workers 2]
+    python bench/write_cost.py --encryption [--commands 20000]
 
 The workloads of bench/write_throughput.py (fire-and-forget puts from the SDK, batched,
 applied by `zeromem worker` processes): appends first (new keys, new content: what agents
@@ -11,6 +12,11 @@ than a rate on a shared machine, so this is the script to run before and after a
 to the write path. Baselines from the same run: the CPU one raw JetStream async publish
 costs (publisher plus nats-server) and one raw Redis SET (client plus server), so the
 figures compare across machines as ratios. The last line is JSON.
+
+``--encryption`` runs the workload twice in one run, on two fresh stacks: with nothing
+encrypted at rest (no JetStream cipher, no master key), then with everything encrypted
+(JetStream's cipher, and the tenant listed in ZEROMEM_ENCRYPT_TENANTS so every put is
+sealed with its owner's data key and indexes no terms); it prints the ratio of the two.
 """
 
 from __future__ import annotations
@@ -100,13 +106,66 @@ async def zeromem_cost(
     return per_command | {"workers": workers, "total": total, "rate": rate}
 
 
+async def encryption_cost(args: argparse.Namespace) -> None:
+    """The same workloads without and with encryption at rest: CPU per command, and ratio."""
+    plain = await measure(args, encrypt=False)
+    sealed = await measure(args, encrypt=True)
+    print(f"CPU per command, µs ({args.commands} puts per workload, {args.owners} owners)")
+    out: dict[str, object] = {"commands": args.commands}
+    for workload in ("append", "rewrite"):
+        before, after = plain[workload], sealed[workload]
+        print(f"{workload:8}         plain   encrypted  ratio")
+        for name, key in (
+            ("SDK publisher", "publisher"),
+            ("nats-server", "nats-server"),
+            ("workers", "workers"),
+            ("redis-server", "redis-server"),
+            ("all", "total"),
+        ):
+            ratio = after[key] / before[key]
+            print(f"  {name:14} {before[key]:6.1f}   {after[key]:6.1f}    {ratio:.2f}")
+        print(f"  wall rate      {before['rate']:6.0f}   {after['rate']:6.0f}    cmd/s")
+        out[workload] = {
+            "plain_total_us": round(before["total"], 2),
+            "encrypted_total_us": round(after["total"], 2),
+            "ratio": round(after["total"] / before["total"], 3),
+            "workers_ratio": round(after["workers"] / before["workers"], 3),
+            "nats_ratio": round(after["nats-server"] / before["nats-server"], 3),
+        }
+    print(json.dumps(out))
+
+
+async def measure(args: argparse.Namespace, *, encrypt: bool) -> dict[str, dict[str, float]]:
+    """CPU per command of each workload on a fresh stack, encryption at rest on or off
+    throughout (on: the tenants listed for encryption, so every put is sealed)."""
+    append_specs = take(appends(args.commands, args.owners), args.commands)
+    rewrite_specs = take(rewrites(args.commands, args.owners), args.commands)
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp), encrypt=encrypt) as stack:
+        assert stack.nats and stack.nats.process and stack.redis and stack.redis.process
+        base = Settings(shards=args.shards, encrypt_tenants="append,rewrite" if encrypt else "")
+        settings = stack_settings(stack, base)
+        async with running_workers(settings, args.workers) as workers:
+            pids = {"nats-server": stack.nats.process.pid, "redis-server": stack.redis.process.pid}
+            pids |= {f"worker-{i}": w.pid for i, w in enumerate(workers)}
+            return {
+                "append": await zeromem_cost(settings, append_specs, pids, "append"),
+                "rewrite": await zeromem_cost(settings, rewrite_specs, pids, "rewrite"),
+            }
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commands", type=int, default=60_000)
     parser.add_argument("--owners", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument(
+        "--encryption", action="store_true", help="compare encryption at rest off and on"
+    )
     args = parser.parse_args()
+    if args.encryption:
+        await encryption_cost(args)
+        return
 
     append_specs = take(appends(args.commands, args.owners), args.commands)
     rewrite_specs = take(rewrites(args.commands, args.owners), args.commands)

@@ -115,6 +115,9 @@ async def running_workers(
         ZEROMEM_NATS_CREDS=as_worker.nats_creds,
         ZEROMEM_REDIS_URL=as_worker.redis_url,
         ZEROMEM_SHARDS=str(settings.shards),
+        # encryption at rest as the stack has it (stack_settings: its master key)
+        ZEROMEM_MASTER_KEY=settings.master_key,
+        ZEROMEM_ENCRYPT_TENANTS=settings.encrypt_tenants,
     )
     workers = [
         subprocess.Popen(

@@ -211,7 +211,8 @@ def check_nats_config(objects: list[dict[str, Any]], export: Path, scratch: Path
     (conf_dir / "nats.conf").write_text(conf)
     done = subprocess.run(
         [find_nats_server(), "-t", "-c", str(conf_dir / "nats.conf")],
-        env=dict(os.environ, POD_NAME="zeromem-nats-0"),
+        # what the pod's environment gives it (JETSTREAM_KEY: the Secret zeromem-encryption)
+        env=dict(os.environ, POD_NAME="zeromem-nats-0", JETSTREAM_KEY="a-key-for-the-check"),
         capture_output=True,
         text=True,
         check=False,

@@ -15,7 +15,11 @@ Prints one JSON document (a v1 List, which kubectl applies like YAML) holding:
 - ``zeromem-redis-acl``: ``users.acl``, the Redis users with their passwords' SHA-256;
 - ``zeromem-redis-passwords``: ``ZEROMEM_REDIS_PASSWORD_{ADMIN,WORKER,READER}``;
 - ``zeromem-mcp``: the MCP server's token file, with each token's agent credential beside
-  it (the file's creds paths are rewritten to where the pod mounts them).
+  it (the file's creds paths are rewritten to where the pod mounts them);
+- ``zeromem-encryption``: ``ZEROMEM_MASTER_KEY`` (wraps the owners' data keys) and
+  ``JETSTREAM_KEY`` (JetStream's store cipher), from ``--encryption-keys`` (default
+  ``.zeromem/encryption.env``), which is generated owner-only on the first run and reused
+  after: a new key on a re-run would make the stored data unreadable.
 
 Nothing is written to disk; keep the export directory as secret as the authority.
 Standard library only, so that it runs wherever `zeromem` is installed.
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +39,7 @@ NAMESPACE = "zeromem"
 MCP_MOUNT = "/etc/zeromem/mcp"  # where k8s/base/mcp.yaml mounts zeromem-mcp
 SERVICE_CREDS = ("worker.creds", "reader.creds")
 REDIS_ROLES = ("admin", "worker", "reader")
+ENCRYPTION_KEYS = ("ZEROMEM_MASTER_KEY", "JETSTREAM_KEY")
 
 
 class ExportError(Exception):
@@ -77,6 +83,30 @@ def redis_passwords(path: Path) -> dict[str, bytes]:
     return {name: values[name] for name in wanted}
 
 
+def encryption_keys(path: Path) -> dict[str, bytes]:
+    """The master key and JetStream's store key from ``path`` (NAME=value lines), made
+    there first (32 random bytes each, base64; the file owner-only) when it is missing."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = [
+            "# zeromem's encryption keys: back them up; losing them loses the data.",
+            *(f"{name}={base64.b64encode(os.urandom(32)).decode()}" for name in ENCRYPTION_KEYS),
+        ]
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write("\n".join(lines) + "\n")
+        print(f"generated {path}: keep it with the authority", file=sys.stderr)
+    values = {}
+    for line in _read(path).decode().splitlines():
+        name, sep, value = line.partition("=")
+        if sep and not line.startswith("#"):
+            values[name.strip()] = value.strip().encode()
+    missing = [name for name in ENCRYPTION_KEYS if not values.get(name)]
+    if missing:
+        raise ExportError(f"{path} lacks {', '.join(missing)}")
+    return {name: values[name] for name in ENCRYPTION_KEYS}
+
+
 def mcp_files(tokens_path: Path) -> dict[str, bytes]:
     """The token file with each entry's creds path pointing into the pod's mount, and the
     creds files themselves (one key per tenant and agent)."""
@@ -105,8 +135,15 @@ def mcp_files(tokens_path: Path) -> dict[str, bytes]:
     return files
 
 
-def secrets(export: Path, mcp_tokens: Path, namespace: str = NAMESPACE) -> dict[str, Any]:
-    """A v1 List of every Secret the manifests name."""
+def secrets(
+    export: Path,
+    mcp_tokens: Path,
+    namespace: str = NAMESPACE,
+    encryption: Path | None = None,
+) -> dict[str, Any]:
+    """A v1 List of every Secret the manifests name (``encryption``: the keys file,
+    default ``export``'s sibling ``encryption.env``)."""
+    encryption = encryption or export.parent / "encryption.env"
     items = [
         secret(
             "zeromem-nats-auth", namespace, {"nats-server.conf": _read(export / "nats-server.conf")}
@@ -117,6 +154,7 @@ def secrets(export: Path, mcp_tokens: Path, namespace: str = NAMESPACE) -> dict[
             "zeromem-redis-passwords", namespace, redis_passwords(export / "redis-passwords.env")
         ),
         secret("zeromem-mcp", namespace, mcp_files(mcp_tokens)),
+        secret("zeromem-encryption", namespace, encryption_keys(encryption)),
     ]
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
@@ -131,9 +169,15 @@ def main(argv: list[str] | None = None) -> int:
         help="the token file `zeromem auth mcp-token` wrote (default: %(default)s)",
     )
     parser.add_argument("--namespace", default=NAMESPACE, help="default: %(default)s")
+    parser.add_argument(
+        "--encryption-keys",
+        type=Path,
+        default=Path(".zeromem/encryption.env"),
+        help="the master and JetStream keys; generated when missing (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     try:
-        listing = secrets(args.export, args.mcp_tokens, args.namespace)
+        listing = secrets(args.export, args.mcp_tokens, args.namespace, args.encryption_keys)
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

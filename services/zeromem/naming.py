@@ -112,6 +112,16 @@ def is_import_subject(subject: str) -> bool:
 _IMPORT_PREFIX = f"{_PREFIX}.imp."
 
 
+# A key-value bucket (tenant -> commands purged): what ``zeromem erase-tenant`` removed from
+# the command log, so a rebuild tells a log with erased tenants from a truncated one.
+ERASURE_BUCKET = "ZM_ERASURES"
+
+
+def stream_purge_subject(stream: str) -> str:
+    """JetStream's API subject for purging a stream (all of it, or one subject)."""
+    return f"$JS.API.STREAM.PURGE.{stream}"
+
+
 def pull_request_subject(stream: str, consumer: str) -> str:
     """JetStream's API subject for a pull request (a fetch) on a durable consumer."""
     return f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"

@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from zeromem.bus import READ_COMMAND_TIMEOUT_S, connect_nats, connect_redis
 from zeromem.health import Health
 from zeromem.heap import settle_after_start
+from zeromem.lifecycle import vault
 from zeromem.query.dump import read_service_state
 from zeromem.query.gate import TenantGate
 from zeromem.query.responder import Responder
@@ -40,6 +41,8 @@ class ReadServices:
     ) -> ReadServices:
         telemetry = telemetry or Telemetry()
         gate = TenantGate(settings.limits)  # every read of this process takes turns here
+        # Reads through ``redis`` open memories encrypted at rest with this process's keys.
+        vault.attach(redis, vault.vault_of(settings, redis))
         nc = await connect_nats(settings, name=CONNECTION_NAME)
         responder = Responder(nc, gate, telemetry.tracer)
         register_query_handlers(responder, redis, shards=settings.shards)

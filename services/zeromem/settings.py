@@ -72,6 +72,13 @@ class Settings:
     redis_tls_ca: str = ""  # for rediss:// URLs
     redis_tls_cert: str = ""
     redis_tls_key: str = ""
+    # --- encryption at rest (README "Encryption at rest", docs/security.md) ---
+    # The master key wrapping every owner's data key: 32 bytes, base64. `zeromem up`
+    # generates one in its data dir when unset; empty elsewhere: nothing is encrypted.
+    master_key: str = ""
+    # Tenants whose every memory is encrypted (comma-separated; "*": all). Memories put
+    # with sensitive=True are encrypted in every tenant once a master key is set.
+    encrypt_tenants: str = ""
     # Every limit and quota (``ZEROMEM_LIMIT_*``), in one section: see ``zeromem.limits``.
     limits: Limits = field(default_factory=Limits)
     # How far a put's own created_at / updated_at may differ from the time its command was

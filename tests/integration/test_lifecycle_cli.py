@@ -21,6 +21,7 @@ async def cli(  # type: ignore[no-untyped-def]
         ZEROMEM_NATS_URL=settings.nats_url,
         ZEROMEM_REDIS_URL=settings.redis_url,
         ZEROMEM_SHARDS=str(settings.shards),
+        ZEROMEM_MASTER_KEY=settings.master_key,  # the operator's, as the services have it
         COLUMNS="200",
     )
     proc = await asyncio.create_subprocess_exec(

@@ -165,6 +165,7 @@ class Cluster:
             ZEROMEM_AUTH_DIR=s.auth_dir,
             ZEROMEM_DATA_DIR=str(s.data_dir),
             ZEROMEM_SHARDS=str(s.shards),
+            ZEROMEM_MASTER_KEY=s.master_key,
             ZEROMEM_ACK_WAIT_S=str(s.ack_wait_s),
             ZEROMEM_LEASE_TTL_S=str(s.lease_ttl_s),
             ZEROMEM_REAPER_INTERVAL_S=str(s.reaper_interval_s),

@@ -34,6 +34,10 @@ class FakeStore:
         self.token = TOKEN
         self.commits = 0
         self.before_commit: Any = None  # called once before the next commit (a race)
+        self.vault = None  # nothing encrypted at rest (tests/unit/test_crypto.py)
+
+    async def load_keys(self, outcomes: list[Outcome]) -> None:
+        pass
 
     @staticmethod
     def decision(outcome: Outcome, sequence: int, shard: int) -> tuple[object, ...]:

@@ -268,6 +268,7 @@ class Authority:
         resolver_dir: Path,
         server_name: str = "zeromem",
         extra: str = "",
+        jetstream: str = "",
     ) -> str:
         """A nats-server configuration in operator mode with a full resolver: the
         accounts are preloaded, and later versions pushed to ``$SYS.REQ.CLAIMS.UPDATE``
@@ -278,7 +279,11 @@ class Authority:
                     f"server_name: {json.dumps(server_name)}",
                     f"host: {json.dumps(host)}",
                     f"port: {port}",
-                    f"jetstream {{ store_dir: {json.dumps(str(store_dir))} }}",
+                    # ``jetstream``: the block's settings in full (the store and its
+                    # cipher, embedded.servers.NatsServer.jetstream_block)
+                    f"jetstream {{\n  {jetstream}\n}}"
+                    if jetstream
+                    else f"jetstream {{ store_dir: {json.dumps(str(store_dir))} }}",
                     f"operator: {self.operator_jwt()}",
                     f"system_account: {self.system_account.public}",
                     "resolver {",

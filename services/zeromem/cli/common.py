@@ -162,6 +162,10 @@ def resolved_settings(args: argparse.Namespace) -> Settings:
     )
     if info.auth_dir and not settings.auth_dir:
         settings = replace(settings, auth_dir=info.auth_dir)
+    if not settings.master_key:  # the stack's own, so a rebuild seals as its workers did
+        from zeromem.embedded.stack import stack_master_key
+
+        settings = replace(settings, master_key=stack_master_key(directory))
     return settings
 
 

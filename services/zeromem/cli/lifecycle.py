@@ -278,6 +278,40 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_erase_tenant(args: argparse.Namespace) -> int:
+    from zeromem.bus import connect_nats, connect_redis
+    from zeromem.lifecycle.erasure import erase_tenant
+
+    if not args.yes:
+        raise CliError(
+            f"this erases tenant {args.tenant} for good: its commands from the log, its "
+            "change feed, audit trail and dead letters, and all its Redis state and keys",
+            "revoke its credentials first (zeromem auth revoke --tenant), then pass --yes",
+            EXIT_USAGE,
+        )
+    settings = admin_settings(args)
+
+    async def run() -> Any:
+        nc = await connect_nats(settings, name="zeromem-erase")
+        redis = connect_redis(settings)
+        try:
+            return await erase_tenant(nc, redis, args.tenant)
+        finally:
+            await nc.drain()
+            await redis.aclose()
+
+    erasure = asyncio.run(run())
+    if args.json:
+        print(json.dumps(dataclasses.asdict(erasure)))
+    else:
+        print(
+            f"erased tenant {erasure.tenant}: {erasure.commands} commands, {erasure.changes} "
+            f"changes, {erasure.audit} audit records, {erasure.dead_letters} dead letters, "
+            f"{erasure.redis_keys} Redis keys (the append-only file is being rewritten)"
+        )
+    return 0
+
+
 def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.ArgumentParser]) -> None:
     archive = client_parser(
         "archive",
@@ -376,3 +410,16 @@ def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.Argume
     rebuild.add_argument("--yes", action="store_true", help="do it (it replaces the state)")
     rebuild.add_argument("--json", action="store_true", help="print JSON")
     rebuild.set_defaults(func=cmd_rebuild)
+
+    erase = sub.add_parser(
+        "erase-tenant",
+        help="erase a tenant everywhere, its command log included",
+        description="Purge TENANT's commands from the command log and its change feed, "
+        "audit trail and dead letters; delete its Redis state and its owners' data keys; "
+        "rewrite Redis's append-only file. A later rebuild accounts for the purged "
+        "commands. Revoke the tenant's credentials first.",
+    )
+    erase.add_argument("tenant", metavar="TENANT", type=arg.tenant)
+    erase.add_argument("--yes", action="store_true", help="do it (there is no undo)")
+    erase.add_argument("--json", action="store_true", help="print JSON")
+    erase.set_defaults(func=cmd_erase_tenant)

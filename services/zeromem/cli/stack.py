@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from zeromem.bus import connect_nats, connect_redis, provision
 from zeromem.cli.common import EXIT_IN_USE, CliError
 from zeromem.embedded import EmbeddedStack
 from zeromem.embedded.children import die_with_parent
-from zeromem.embedded.stack import StackLockedError, settings_for_role
+from zeromem.embedded.stack import StackLockedError, local_master_key, settings_for_role
 from zeromem.settings import Settings
 from zeromem.store.keys import shard_lease_key
 
@@ -140,6 +141,8 @@ def run_up(
             str(exc), f"{stop}, or give this one another --data-dir", EXIT_IN_USE
         ) from None
     settings = settings.with_urls(stack.nats_url, stack.redis_url)
+    if not settings.master_key:  # encryption at rest: generated once, kept in the data dir
+        settings = replace(settings, master_key=local_master_key(stack.data_dir))
     authority = stack.authority
     children: list[subprocess.Popen[bytes]] = []
     say = (lambda _text: None) if quiet or json_output else (lambda text: print(text, flush=True))
@@ -151,6 +154,7 @@ def run_up(
             ZEROMEM_NATS_URL=settings.nats_url,
             ZEROMEM_REDIS_URL=settings.redis_url,
             ZEROMEM_SHARDS=str(settings.shards),
+            ZEROMEM_MASTER_KEY=settings.master_key,
         )
 
         def role_env(role: str) -> dict[str, str]:

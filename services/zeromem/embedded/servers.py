@@ -7,15 +7,18 @@ machine needs nothing beyond ``pip install``.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,37 @@ class ServerNotFoundError(RuntimeError):
 
 class ServerStartError(RuntimeError):
     pass
+
+
+def secret_file(path: Path, make: Callable[[], str]) -> str:
+    """The secret kept in ``path``, made with ``make`` and written owner-only (0600) on
+    first use, as the authority keeps its keys: the JetStream store key and the master
+    key survive a restart of the stack, and nobody but its user reads them."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    secret = make()
+    # O_EXCL: two starters never write two different keys; the loser reads the winner's.
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as out:
+        out.write(secret + "\n")
+    return secret
+
+
+def new_secret() -> str:
+    """32 random bytes, base64: a JetStream store key or a master key."""
+    return base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+JETSTREAM_KEY_FILE = "jetstream.key"
+# JetStream's at-rest cipher on the embedded server: ChaCha20-Poly1305 is fast without AES
+# instructions and as strong; `aes` (AES-256-GCM) is the other choice nats-server offers.
+JETSTREAM_CIPHER = "chachapoly"
 
 
 def free_port() -> int:
@@ -167,11 +201,23 @@ class NatsServer(EmbeddedServer):
         *,
         server_name: str = "zeromem-embedded",
         cluster: ClusterRoutes | None = None,
+        cipher: str = JETSTREAM_CIPHER,
     ) -> None:
         super().__init__(data_dir, port)
         self.authority = authority
         self.server_name = server_name
         self.cluster = cluster
+        # JetStream encrypts every stream file with a key kept in the data dir ("" off).
+        self.cipher = cipher
+
+    def jetstream_block(self) -> str:
+        """The ``jetstream {}`` block's settings: the store and, with a cipher, its key."""
+        store = self.data_dir / "jetstream"
+        lines = [f"store_dir: {json.dumps(str(store))}"]
+        if self.cipher:
+            key = secret_file(self.data_dir / JETSTREAM_KEY_FILE, new_secret)
+            lines += [f"cipher: {self.cipher}", f"key: {json.dumps(key)}"]
+        return "\n  ".join(lines)
 
     @property
     def url(self) -> str:
@@ -191,8 +237,22 @@ class NatsServer(EmbeddedServer):
                 resolver_dir=self.data_dir / "accounts",
                 server_name=self.server_name,
                 extra=self.cluster.config_block() if self.cluster else "",
+                jetstream=self.jetstream_block(),
             )
-            self.config_path.write_text(config)
+            self._write_config(config)
+            return [find_nats_server(), "-c", str(self.config_path)]
+        if self.cipher:  # the command line cannot set a cipher: a configuration file
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            config = "\n".join(
+                [
+                    f"server_name: {json.dumps(self.server_name)}",
+                    'host: "127.0.0.1"',
+                    f"port: {self.port}",
+                    f"jetstream {{\n  {self.jetstream_block()}\n}}",
+                    self.cluster.config_block() if self.cluster else "",
+                ]
+            )
+            self._write_config(config + "\n")
             return [find_nats_server(), "-c", str(self.config_path)]
         return [
             find_nats_server(),
@@ -207,6 +267,13 @@ class NatsServer(EmbeddedServer):
             self.server_name,
             *(self.cluster.arguments() if self.cluster else []),
         ]
+
+    def _write_config(self, text: str) -> None:
+        # It names the store key: owner-only, as the key file itself.
+        fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        self.config_path.chmod(0o600)
 
 
 @dataclass(frozen=True)

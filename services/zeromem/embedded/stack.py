@@ -15,14 +15,22 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from zeromem.embedded.servers import NatsServer, RedisServer, port_is_free
+from zeromem.embedded.servers import (
+    JETSTREAM_CIPHER,
+    NatsServer,
+    RedisServer,
+    new_secret,
+    port_is_free,
+    secret_file,
+)
 
 STATE_FILE = "stack.json"
+MASTER_KEY_FILE = "master.key"
 LOCK_FILE = "up.lock"
 
 
@@ -114,6 +122,7 @@ class EmbeddedStack:
         redis_url: str = "",
         secure: bool = True,
         authority: Any = None,
+        encrypt: bool = True,
     ) -> None:
         from zeromem.auth.authority import REDIS_ROLES, Authority
         from zeromem.auth.redis_acl import acl_file
@@ -129,8 +138,16 @@ class EmbeddedStack:
         self.nats = (
             None
             if nats_url
-            else NatsServer(self.data_dir / "nats", nats_port, authority=self.authority)
+            else NatsServer(
+                self.data_dir / "nats",
+                nats_port,
+                authority=self.authority,
+                cipher=JETSTREAM_CIPHER if encrypt else "",
+            )
         )
+        # Encryption at rest: JetStream's cipher above, and the master key the services
+        # wrap the owners' data keys with (``settings_for``; generated on first use).
+        self.encrypt = encrypt
         self.redis = (
             None if redis_url else RedisServer(self.data_dir / "redis", redis_port, acl=acl)
         )
@@ -165,9 +182,10 @@ class EmbeddedStack:
     def settings_for(self, settings: Any, role: str) -> Any:
         """``settings`` pointed at this stack, as service ``role`` (``worker``,
         ``reader``, ``admin``): its NATS credential and its Redis user."""
-        return settings_for_role(
-            settings.with_urls(self.nats_url, self.redis_url), self.authority, role
-        )
+        settings = settings.with_urls(self.nats_url, self.redis_url)
+        if self.encrypt and not settings.master_key:
+            settings = replace(settings, master_key=local_master_key(self.data_dir))
+        return settings_for_role(settings, self.authority, role)
 
     def stop(self) -> None:
         for server in (self.redis, self.nats):
@@ -190,12 +208,26 @@ class EmbeddedStack:
         self.stop()
 
 
+def local_master_key(data_dir: Path) -> str:
+    """The master key of the stack in ``data_dir`` (``ZEROMEM_MASTER_KEY`` when none is
+    set): generated on first use, kept owner-only in ``{data_dir}/master.key``. Losing it
+    loses every encrypted memory, as losing a KMS key would: back it up with the data."""
+    return secret_file(Path(data_dir) / MASTER_KEY_FILE, new_secret)
+
+
+def stack_master_key(data_dir: Path) -> str:
+    """The master key a stack in ``data_dir`` generated, "" if it has none (a command
+    run against it, such as ``zeromem rebuild``, must seal with the same key)."""
+    try:
+        return (Path(data_dir) / MASTER_KEY_FILE).read_text().strip()
+    except OSError:
+        return ""
+
+
 def settings_for_role(settings: Any, authority: Any, role: str) -> Any:
     """``settings`` (URLs set) as service ``role`` of ``authority``'s deployment: the
     role's creds file, and its Redis user and password in the Redis URL. Unchanged when
     ``authority`` is None (an open stack)."""
-    from dataclasses import replace
-
     from zeromem.auth.redis_acl import url_with_user
 
     if authority is None:

@@ -39,9 +39,13 @@ from zeromem.schemas import (
 )
 
 
-def write_entry(command: Command, seq: int, result: Result, redactor: Redactor) -> AuditEntry:
+def write_entry(
+    command: Command, seq: int, result: Result, redactor: Redactor, encrypted: bool = False
+) -> AuditEntry:
     """One audited command: who, what, when, the result, versions before and after, and
-    a redacted summary of the change (never a sensitive memory's content or value)."""
+    a redacted summary of the change (never a sensitive memory's content or value, nor
+    any of a tenant whose memories are ``encrypted`` at rest: the audit stream is not
+    sealed with the owners' keys, so it must not hold what they protect)."""
     before = after = 0
     reason = ""
     keys: tuple[str, ...] = ()
@@ -66,15 +70,17 @@ def write_entry(command: Command, seq: int, result: Result, redactor: Redactor) 
         version_after=after,
         reason=reason,
         keys=keys,
-        detail=_detail(command, result, redactor),
+        detail=_detail(command, result, redactor, encrypted),
     )
 
 
-def _detail(command: Command, result: Result, redactor: Redactor) -> dict[str, Any]:
+def _detail(
+    command: Command, result: Result, redactor: Redactor, encrypted: bool
+) -> dict[str, Any]:
     applied = type(result) is Applied
     item = result.item if applied else None  # type: ignore[union-attr]
     if type(command) is Put:
-        sensitive = command.sensitive or (item is not None and item.sensitive)
+        sensitive = encrypted or command.sensitive or (item is not None and item.sensitive)
         hidden = sensitive or redactor.key_is_sensitive(result.key)
         content = item.content if item else command.content
         return {
@@ -84,7 +90,13 @@ def _detail(command: Command, result: Result, redactor: Redactor) -> dict[str, A
         }
     if type(command) is Patch:
         names = _field_names(command.patch, redactor)
-        if not applied or item is None or item.sensitive or redactor.key_is_sensitive(result.key):
+        if (
+            encrypted
+            or not applied
+            or item is None
+            or item.sensitive
+            or redactor.key_is_sensitive(result.key)
+        ):
             # A refused patch's memory may be sensitive; only field names are certain to be safe.
             return {"fields": names}
         return {"fields": names, "patch": redactor.value(command.patch)}

@@ -15,6 +15,7 @@ import msgspec
 from redis.asyncio import Redis
 
 from zeromem.lifecycle.reads import ReadRecorder
+from zeromem.lifecycle.vault import open_archive_records
 from zeromem.query.admission import Refused
 from zeromem.query.responder import Answer, Responder
 from zeromem.schemas import (
@@ -66,12 +67,17 @@ class OwnerBrowser:
         archive = RedisKeys(tenant).archive(owner)
         if key:
             raw = await self.redis.hget(archive, key)
-            return ArchivedReply(items=(_ITEM_DECODER.decode(as_bytes(raw)),) if raw else ())
+            one = await open_archive_records(
+                self.redis, tenant, {key: as_bytes(raw)} if raw else {}
+            )
+            return ArchivedReply(items=tuple(_ITEM_DECODER.decode(v) for v in one.values()))
         position, found = await self.redis.hscan(archive, int(cursor or 0), count=limit)
         assert isinstance(found, dict)  # a list only with no_values=True
-        items = sorted(
-            (_ITEM_DECODER.decode(as_bytes(v)) for v in found.values()), key=lambda i: i.key
+        # memories encrypted at rest are opened (lifecycle.vault)
+        page = await open_archive_records(
+            self.redis, tenant, {as_bytes(k).decode(): as_bytes(v) for k, v in found.items()}
         )
+        items = sorted((_ITEM_DECODER.decode(v) for v in page.values()), key=lambda i: i.key)
         return ArchivedReply(items=tuple(items), next_cursor=str(position) if position else "")
 
 

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 import msgspec
 from redis.asyncio import Redis
 
+from zeromem.lifecycle.vault import open_blobs
 from zeromem.schemas import ListReply, MemoryItem
 from zeromem.store.items import ITEM_FIELDS, decode_item_hash
-from zeromem.store.keys import RedisKeys
+from zeromem.store.keys import DATA_FIELD, RedisKeys
 from zeromem.store.replies import as_text
 
 
@@ -33,7 +34,13 @@ async def get_items(redis: Redis, tenant: str, keys: Sequence[str]) -> list[Memo
         for key in keys:
             pipe.hmget(rkeys.item(key), ITEM_FIELDS)
         replies = await pipe.execute()
-    return [live_item(r, now) for r in replies]
+    at = ITEM_FIELDS.index(DATA_FIELD)
+    opened = await open_blobs(
+        redis, tenant, [(key, DATA_FIELD, r[at]) for key, r in zip(keys, replies, strict=True)]
+    )
+    for n, plain in opened.items():  # memories encrypted at rest (lifecycle.vault)
+        replies[n] = None if plain is None else [*replies[n][:at], plain, *replies[n][at + 1 :]]
+    return [None if r is None else live_item(r, now) for r in replies]
 
 
 async def list_keys(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 from redis.asyncio import Redis
 
+from zeromem.lifecycle.vault import open_archive_records
 from zeromem.recall.ranking import CandidateFeatures
 from zeromem.schemas import MemoryItem, MemoryKey
 from zeromem.store.keys import RedisKeys
@@ -42,7 +43,11 @@ async def archived_candidates(
             records[field] = value
             if len(records) >= ARCHIVE_SCAN_LIMIT:
                 break
-        for value in records.values():
+        # memories encrypted at rest are opened (lifecycle.vault)
+        opened = await open_archive_records(
+            redis, tenant, {k.decode(): v for k, v in records.items()}
+        )
+        for value in opened.values():
             item = _DECODER.decode(value)
             if not admits(item):
                 continue

@@ -33,11 +33,15 @@ from redis.asyncio.client import Pipeline
 from redis.exceptions import ResponseError
 from redis.typing import EncodableT
 
+from zeromem.lifecycle.crypto import is_sealed
+from zeromem.lifecycle.vault import open_blobs
 from zeromem.recall.ranking import CandidateFeatures, CorpusStats, RankingConfig, idf
 from zeromem.schemas import MemoryItem, MemoryType, RecallScope, owner_of
 from zeromem.store import scripts
 from zeromem.store.card import Card, card_of, decode_card
 from zeromem.store.keys import (
+    CARD_FIELD,
+    DATA_FIELD,
     STAT_LENGTH,
     STAT_MEMORIES,
     STAT_TOKENS,
@@ -484,10 +488,27 @@ async def _decode_rows(
     out: dict[str, _Read] = {}
     missing: list[tuple[str, int]] = []
     decode_item = _ITEM_DECODER.decode
+    blobs = rows[2::_ROW]
+    # Memories encrypted at rest (``lifecycle.vault``): their card or item opened first;
+    # one whose owner was forgotten is left out. Nothing to do for ordinary ones.
+    opened = await open_blobs(
+        redis,
+        keys.tenant,
+        [
+            (member.decode(), CARD_FIELD if from_card else DATA_FIELD, blob)
+            for member, from_card, blob in zip(rows[0::_ROW], rows[1::_ROW], blobs, strict=True)
+        ]
+        if any(map(is_sealed, blobs))
+        else [],
+    )
     # One row is _ROW consecutive values; striding beats slicing row by row.
-    for member, from_card, blob, fl, fd, fi, tk, dl in zip(
-        *(rows[i::_ROW] for i in range(_ROW)), strict=True
+    for n, (member, from_card, blob, fl, fd, fi, tk, dl) in enumerate(
+        zip(*(rows[i::_ROW] for i in range(_ROW)), strict=True)
     ):
+        if opened and n in opened:
+            blob = opened[n]
+            if blob is None:
+                continue
         if from_card:
             card = decode_card(blob)
             liked = int(fl) if fl else 0

@@ -65,30 +65,138 @@ local max_bytes = tonumber(ARGV[9] or '0')
 -- in which a worker or a rebuild recorded them), dropping the oldest until both bounds
 -- hold. A member is "{bytes} {result key}": what it counts for travels with it, so the
 -- count stays exact when a result expired on its own before being dropped here. The
--- indexes' expiry is renewed once per call (expire_results, at the end), not per command:
--- with it per command, the bookkeeping doubled Redis's CPU per put (21 -> 49 us,
--- bench/write_cost.py).
-local touched = {}  -- results index -> its byte count's key, renewed at the end
+-- index's size and byte count are read once per call and kept here; the byte count is
+-- written back, and the index's expiry renewed, once per call (flush_results): with the
+-- bookkeeping per command, it doubled Redis's CPU per put (21 -> 49 us, write_cost.py).
+-- Each add is trimmed at once, as the results of commands sharing a batch message share
+-- a score, and then which ones survive the byte bound depends on when the trim runs.
+local recorded = {}  -- results index -> {its byte count's key, size, bytes, bytes delta}
+local recorded_order = {}
 local function remember(d, result_key, result, score)
-  if not d[18] or d[18] == '' then return end
+  local index = d[18]
+  if not index or index == '' then return end
+  local r = recorded[index]
+  if not r then
+    r = {d[19], redis.call('ZCARD', index), tonumber(redis.call('GET', d[19]) or '0'), 0}
+    recorded[index] = r
+    recorded_order[#recorded_order + 1] = index
+  end
   local size = #result_key + #result
-  redis.call('ZADD', d[18], score, size .. ' ' .. result_key)
-  local bytes = redis.call('INCRBY', d[19], size)
-  while (max_records > 0 and redis.call('ZCARD', d[18]) > max_records)
-      or (max_bytes > 0 and bytes > max_bytes) do
-    local oldest = redis.call('ZPOPMIN', d[18])
+  r[2] = r[2] + redis.call('ZADD', index, score, size .. ' ' .. result_key)
+  r[3] = r[3] + size
+  r[4] = r[4] + size
+  while (max_records > 0 and r[2] > max_records) or (max_bytes > 0 and r[3] > max_bytes) do
+    local oldest = redis.call('ZPOPMIN', index)
     if #oldest == 0 then break end
     local dropped, key = string.match(oldest[1], '^(%d+) (.+)$')
     redis.call('DEL', key)
-    bytes = redis.call('DECRBY', d[19], tonumber(dropped))
+    r[2] = r[2] - 1
+    r[3] = r[3] - tonumber(dropped)
+    r[4] = r[4] - tonumber(dropped)
   end
-  touched[d[18]] = d[19]
 end
 
-local function expire_results()
-  for index, bytes_key in pairs(touched) do
+local function flush_results()
+  for _, index in ipairs(recorded_order) do
+    local r = recorded[index]
+    redis.call('INCRBY', r[1], r[4])
     redis.call('EXPIRE', index, ARGV[3])
-    redis.call('EXPIRE', bytes_key, ARGV[3])
+    redis.call('EXPIRE', r[1], ARGV[3])
+  end
+end
+
+-- Index writes are combined across the call's decisions and written once at the end:
+-- one ZADD per posting list with every member the batch adds to it, one HINCRBY per
+-- statistic with the batch's sum. Measured on the append workload (bench/write_cost.py),
+-- a command's writes were ~40 calls into Redis, each paying the call's fixed cost (and
+-- one append-only-file entry); a batch's commands of one owner share most of their
+-- statistics and their commonest terms. Only the last operation on a member (or field)
+-- counts, so the combined writes leave the state the ordered ones left: ZADD and SADD
+-- set, ZREM and SREM remove, HSET sets, HDEL deletes, HINCRBY adds to what the earlier
+-- ones left. Nothing in this script reads an index key, so deferring them changes no
+-- decision; a memory's own hash is never deferred (see apply).
+local items = {}        -- item keys of this call's decisions
+local zsets, sets, hashes = {}, {}, {}
+local zset_order, set_order, hash_order = {}, {}, {}
+
+local function entry(store, order, key)
+  local e = store[key]
+  if not e then
+    e = {}
+    store[key] = e
+    order[#order + 1] = key
+  end
+  return e
+end
+
+-- Operations as the engine sends them: 'za' key score member, 'zr' key member, 'sa' and
+-- 'sr' key member, 'hs' key field value, 'hd' key field, 'hi' key field delta.
+local function index_op(op, key, a, b)
+  if op == 'za' then entry(zsets, zset_order, key)[b] = a
+  elseif op == 'zr' then entry(zsets, zset_order, key)[a] = false
+  elseif op == 'sa' then entry(sets, set_order, key)[a] = true
+  elseif op == 'sr' then entry(sets, set_order, key)[a] = false
+  else
+    local fields = entry(hashes, hash_order, key)
+    local f = fields[a]
+    if op == 'hs' then fields[a] = {'set', b}
+    elseif op == 'hd' then fields[a] = {'del'}
+    elseif op == 'hi' then
+      local delta = tonumber(b)
+      if not f then fields[a] = {'incr', delta}
+      elseif f[1] == 'incr' then f[2] = f[2] + delta
+      elseif f[1] == 'set' then f[2] = (tonumber(f[2]) or 0) + delta
+      else fields[a] = {'set', delta}
+      end
+    end
+  end
+end
+
+-- Redis's Lua allows a few thousand values on the stack: long argument lists go in parts.
+local CHUNK = 512
+local function call_chunked(command, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(command, key, unpack(args, i, math.min(#args, i + CHUNK - 1)))
+  end
+end
+
+local function flush_index()
+  for _, key in ipairs(zset_order) do
+    local adds, removes = {}, {}
+    for member, score in pairs(zsets[key]) do
+      if score then
+        adds[#adds + 1] = score
+        adds[#adds + 1] = member
+      else
+        removes[#removes + 1] = member
+      end
+    end
+    if #removes > 0 then call_chunked('ZREM', key, removes) end
+    if #adds > 0 then call_chunked('ZADD', key, adds) end
+  end
+  for _, key in ipairs(set_order) do
+    local adds, removes = {}, {}
+    for member, present in pairs(sets[key]) do
+      if present then adds[#adds + 1] = member else removes[#removes + 1] = member end
+    end
+    if #removes > 0 then call_chunked('SREM', key, removes) end
+    if #adds > 0 then call_chunked('SADD', key, adds) end
+  end
+  for _, key in ipairs(hash_order) do
+    local sets_, deletes = {}, {}
+    for field, f in pairs(hashes[key]) do
+      if f[1] == 'set' then
+        sets_[#sets_ + 1] = field
+        sets_[#sets_ + 1] = f[2]
+      elseif f[1] == 'del' then
+        deletes[#deletes + 1] = field
+      else
+        -- even a sum of 0: the increments left the field in place, at 0, as these do
+        redis.call('HINCRBY', key, field, f[2])
+      end
+    end
+    if #deletes > 0 then call_chunked('HDEL', key, deletes) end
+    if #sets_ > 0 then call_chunked('HSET', key, sets_) end
   end
 end
 
@@ -122,22 +230,40 @@ local function apply(d)
     remember(d, d[2], d[4], d[20])
   end
 
+  local count_delta, bytes_delta, before = 0, 0, nil
   if d[17] and (action == 'w' or action == 't' or action == 'a') then
-    local before = redis.call('HSTRLEN', item_key, 'd')
+    before = redis.call('HSTRLEN', item_key, 'd')
     local after = action == 'w' and #d[10] or 0
-    local count = (after > 0 and 1 or 0) - (before > 0 and 1 or 0)
-    if count ~= 0 then redis.call('HINCRBY', d[17], 'n', count) end
-    if after ~= before then redis.call('HINCRBY', d[17], 'b', after - before) end
+    count_delta = (after > 0 and 1 or 0) - (before > 0 and 1 or 0)
+    bytes_delta = after - before
   end
 
+  local ops = d[14]
+  -- A write sets the memory's own fields (its length, token count, recall card) in the
+  -- same HSET as the memory, unless an operation other than HSET touches its hash.
+  local merged = false
   if action == 'w' then
-    if d[12] == '1' then
-      -- token counts cached per encoding describe the old content
+    local fields = {'v', d[9], 'd', d[10], 'lc', d[11]}
+    merged = true
+    for i = 1, #ops, 4 do
+      if ops[i + 1] == item_key and ops[i] ~= 'hs' then merged = false end
+    end
+    if merged then
+      for i = 1, #ops, 4 do
+        if ops[i + 1] == item_key then
+          fields[#fields + 1] = ops[i + 2]
+          fields[#fields + 1] = ops[i + 3]
+        end
+      end
+    end
+    -- token counts cached per encoding describe the old content (a memory with no
+    -- stored form, new or a tombstone, has none)
+    if d[12] == '1' and before ~= 0 then
       for _, f in ipairs(redis.call('HKEYS', item_key)) do
         if string.sub(f, 1, 3) == 'tk:' then redis.call('HDEL', item_key, f) end
       end
     end
-    redis.call('HSET', item_key, 'v', d[9], 'd', d[10], 'lc', d[11])
+    redis.call('HSET', item_key, unpack(fields))
     if d[15] == '1' then
       redis.call('PERSIST', item_key)
     end
@@ -162,23 +288,32 @@ local function apply(d)
     redis.call('HSET', item_key, 'v', d[9], 'd', '', 'lc', d[11], 'ar', '1')
   end
 
-  local ops = d[14]
   for i = 1, #ops, 4 do
     local op, key, a, b = ops[i], ops[i + 1], ops[i + 2], ops[i + 3]
-    if op == 'za' then redis.call('ZADD', key, a, b)
-    elseif op == 'zr' then redis.call('ZREM', key, a)
-    elseif op == 'sa' then redis.call('SADD', key, a)
-    elseif op == 'sr' then redis.call('SREM', key, a)
-    elseif op == 'hi' then redis.call('HINCRBY', key, a, b)
-    elseif op == 'hs' then redis.call('HSET', key, a, b)
-    elseif op == 'hd' then redis.call('HDEL', key, a)
+    if merged and key == item_key then
+      -- written with the memory above
+    elseif items[key] then
+      -- A memory's own hash: written now, in order with the action above (a tombstone
+      -- deletes it, and a later decision of this call may read it).
+      if op == 'hs' then redis.call('HSET', key, a, b)
+      elseif op == 'hd' then redis.call('HDEL', key, a)
+      elseif op == 'hi' then redis.call('HINCRBY', key, a, b)
+      else index_op(op, key, a, b)
+      end
+    else
+      index_op(op, key, a, b)
     end
+  end
+  if d[17] and (action == 'w' or action == 't' or action == 'a') then
+    if count_delta ~= 0 then index_op('hi', d[17], 'n', count_delta) end
+    if bytes_delta ~= 0 then index_op('hi', d[17], 'b', bytes_delta) end
   end
 
   return 'ok'
 end
 
 local decisions = cmsgpack.unpack(ARGV[5])
+for _, d in ipairs(decisions) do items[d[1]] = true end
 local replies = {}
 if ARGV[6] == '1' then
   for i, d in ipairs(decisions) do
@@ -213,7 +348,8 @@ for i, d in ipairs(decisions) do
     last_sequence = tonumber(d[3])
   end
 end
-expire_results()
+flush_index()
+flush_results()
 if last_sequence > 0 then
   -- the shard's position in the command stream, atomic with the applies above; never
   -- moved back (a tenant's rebuild replays older commands of a shard)

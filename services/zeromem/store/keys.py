@@ -140,6 +140,13 @@ class RedisKeys:
         every write; the tenant's quotas are checked against it."""
         return f"zm:{self.tenant}:stored"
 
+    def data_key(self, owner: str) -> str:
+        """Hash: k (the owner's data key, wrapped by the master key: ``lifecycle.crypto``).
+        Not derived from the command log (a rebuild keeps it, so what it seals again comes
+        out byte for byte the same); a forget of the whole owner deletes its field in the
+        same commit, which shreds every copy sealed with it."""
+        return f"zm:{self.tenant}:o:{{{owner}}}:dk"
+
     def owner_stats(self, owner: str) -> str:
         """Hash: n (live memories), len (total indexed terms), for BM25's length norm."""
         return f"zm:{self.tenant}:o:{{{owner}}}:st"
@@ -157,20 +164,37 @@ def shard_sequence_key() -> str:
     return "zm:shard-seq"
 
 
+def master_key_check_key() -> str:
+    """String: the public id of the master key this deployment's data keys are wrapped
+    with (``lifecycle.vault.check_master_key``): a writer with another key, or none, is
+    refused instead of sealing with a stranger's key or storing plaintext."""
+    return "zm:master-key"
+
+
 def shard_lease_key(shard: int) -> str:
     """Fencing token: only the worker holding a shard's lease may apply its commands."""
     return f"zm:lease:{shard}"
 
 
+DATA_KEY_FIELD = "k"  # the wrapped data key in ``RedisKeys.data_key``
+ARCHIVE_SEAL = "ar"  # where an archive record is sealed (its place in ``lifecycle.crypto``)
+
 _LEASE_PREFIX = shard_lease_key(0).rsplit(":", 1)[0] + ":"
 _USAGE_INFIX = ":usage:"
+_DATA_KEY_SUFFIX = RedisKeys("t").data_key("o:o").rsplit("}", 1)[1]
 
 
 def derived_from_log(name: str) -> bool:
     """Whether a key holds state the command log determines (what a rebuild clears and
     reconstructs, and a snapshot compares): everything but the leases and recall's usage
-    ledgers."""
-    return not name.startswith(_LEASE_PREFIX) and _USAGE_INFIX not in name
+    ledgers, the owners' data keys (which the rebuild must keep: it seals with them) and
+    the master key's check."""
+    return (
+        not name.startswith(_LEASE_PREFIX)
+        and _USAGE_INFIX not in name
+        and not name.endswith(_DATA_KEY_SUFFIX)
+        and name != master_key_check_key()
+    )
 
 
 def scope_pattern(tenant: str | None) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from zeromem.encoding import encode_value
 from zeromem.lifecycle.redact import Redactor
+from zeromem.lifecycle.vault import EncryptionPolicy
 from zeromem.schemas import MemoryItem, MemoryKey
 from zeromem.store.text import doc_length, index_terms, source_text
 from zeromem.store.tokens import DEFAULT_ENCODING, count_tokens
@@ -37,7 +38,9 @@ def _analyse(
 
 
 def default_engine(
-    max_clock_skew_s: float = DEFAULT_MAX_CLOCK_SKEW_S, redactor: Redactor | None = None
+    max_clock_skew_s: float = DEFAULT_MAX_CLOCK_SKEW_S,
+    redactor: Redactor | None = None,
+    encryption: EncryptionPolicy | None = None,
 ) -> Engine:
     redactor = redactor or Redactor()
 
@@ -51,4 +54,5 @@ def default_engine(
         derive_content=derive_content,
         encoding=DEFAULT_ENCODING,
         max_clock_skew_s=max_clock_skew_s,
+        encryption=encryption,
     )

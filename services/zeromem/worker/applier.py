@@ -104,6 +104,10 @@ class Applier:
         """Read the shard's last applied stream sequence (after taking its lease: a
         rebuild may have moved it while another process held the shard)."""
         self._floors[shard] = await self.store.shard_position(shard)
+        if self.store.vault is not None:
+            # A rebuild that ran meanwhile may have destroyed and made data keys again
+            # (replaying forgets): what this worker cached is read afresh.
+            self.store.vault.clear()
         return self._floors[shard]
 
     async def check_not_behind(self, shard: int) -> None:
@@ -249,6 +253,7 @@ class Applier:
         if feedback_seen:
             outcomes, committed_at, followed = coalesce_feedback(outcomes, committed_at)
 
+        await self.store.load_keys(outcomes)
         decisions = []
         for n, i in enumerate(committed_at):
             item = batch[i]
@@ -479,6 +484,7 @@ class Applier:
                 ]
             else:
                 outcomes = await self._decide_owner(command, item.timestamp)
+            await self.store.load_keys(outcomes)
             position = item.position
             outcomes[-1].sequence = item.sequence  # the summary: the one that is recorded
             sequences = [0] * (len(outcomes) - 1) + [position]
@@ -511,6 +517,8 @@ class Applier:
                     self.telemetry.memories_stored.add(-touched, {"zeromem.tenant": label})
                 elif type(command) is Forget and touched:
                     self.stats.forgotten += touched
+                if type(command) is Forget and self.store.vault is not None:
+                    self.store.vault.forget(tenant, command.key)  # shredded if whole
                 return result
             # stale: the reaper changed one of the memories; decide again on what is there
         raise StaleRoundsError(f"command {command.id} stayed stale after 20 rounds")

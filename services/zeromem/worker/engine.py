@@ -17,6 +17,7 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from zeromem.lifecycle.vault import EncryptionPolicy
 from zeromem.schemas import (
     Applied,
     Archive,
@@ -44,6 +45,7 @@ from zeromem.store.keys import (
     ARCHIVED_FIELD,
     CARD_COMMAND_FIELD,
     CARD_FIELD,
+    DATA_KEY_FIELD,
     DOC_LENGTH_FIELD,
     EXPIRING_TENANTS_KEY,
     FEEDBACK_FIELDS,
@@ -131,8 +133,12 @@ class Engine:
         derive_content: ContentDeriver,
         encoding: str,
         max_clock_skew_s: float = DEFAULT_MAX_CLOCK_SKEW_S,
+        encryption: EncryptionPolicy | None = None,
     ) -> None:
-        self.analyse = analyse
+        self._analyse = analyse
+        # Memories encrypted at rest get no term postings: a posting key names its term in
+        # clear (``RedisKeys.by_term``), which would put the content back in Redis.
+        self.encryption = encryption
         self.derive_content = derive_content
         self.token_field = token_field(encoding)
         # How far a put's own times (``Put.created_at`` / ``updated_at``) may stray from
@@ -143,7 +149,7 @@ class Engine:
     def warm_up(self) -> None:
         """Run the analyser once, so what it loads lazily (the tokenizer's vocabulary takes
         a few hundred milliseconds) is loaded at start rather than on the first command."""
-        self.analyse(
+        self._analyse(
             MemoryItem(
                 key="zeromem:warm:up",
                 value=None,
@@ -653,6 +659,10 @@ class Engine:
         )
         for part in outcomes:
             part.result = summary.result  # never recorded on its own (record=False)
+        if isinstance(command, Forget) and not prefix and command.since is command.until is None:
+            # The whole owner is forgotten: its data key goes in the same commit, so every
+            # copy sealed with it (Redis and its persistence) is unreadable (crypto-shredding).
+            summary.ops = [(HDEL, keys.data_key(owner), DATA_KEY_FIELD, "")]
         return [*outcomes, summary]
 
     @staticmethod
@@ -703,6 +713,15 @@ class Engine:
             stat_tokens_of_type(type_): sign * doc.tokens,
         }
 
+    def analyse(self, tenant: str, item: MemoryItem) -> Analysis:
+        """The memory's analysis; without terms when it is encrypted at rest (its token
+        count stays: a number, which the stats and recall's budget need)."""
+        doc = self._analyse(item)
+        encryption = self.encryption
+        if encryption is not None and encryption.seals(tenant, item):
+            return Analysis(terms={}, length=0, tokens=doc.tokens)
+        return doc
+
     def _write_ops(
         self,
         tenant: str,
@@ -716,12 +735,12 @@ class Engine:
             # recall card is left as it was: it names an older command, so recall knows
             # not to trust it and reads the memory whole.
             return [(ZADD, redis_keys(tenant).by_time(_owner(key)), new.updated_at, key)]
-        new_doc = self.analyse(new)
+        new_doc = self.analyse(tenant, new)
         new_entries = self._entries(tenant, key, new, new_doc)
         deltas = self._stats(new, new_doc, +1)
         ops: list[IndexOp] = []
         if old is not None:
-            old_doc = self.analyse(old)
+            old_doc = self.analyse(tenant, old)
             old_entries = self._entries(tenant, key, old, old_doc)
             ops += _removals(old_entries, new_entries, key)
             for field_, delta in self._stats(old, old_doc, -1).items():
@@ -747,7 +766,7 @@ class Engine:
         return ops
 
     def _delete_ops(self, tenant: str, key: str, old: MemoryItem) -> list[IndexOp]:
-        doc = self.analyse(old)
+        doc = self.analyse(tenant, old)
         ops = _removals(self._entries(tenant, key, old, doc), {}, key)
         stats = RedisKeys(tenant).owner_stats(_owner(key))
         ops += [(HINCRBY, stats, f, d) for f, d in self._stats(old, doc, -1).items() if d]

@@ -22,6 +22,7 @@ from nats.js.api import PubAck
 from zeromem import naming
 from zeromem.lifecycle.audit import dead_letter_entry, write_entry
 from zeromem.lifecycle.redact import Redactor
+from zeromem.lifecycle.vault import EncryptionPolicy
 from zeromem.limits import Limits
 from zeromem.logs import BoundedLog
 from zeromem.schemas import (
@@ -54,8 +55,12 @@ class Outbox:
         redactor: Redactor,
         telemetry: Telemetry,
         stats: WorkerStats,
+        encryption: EncryptionPolicy | None = None,
     ) -> None:
         self.nc = nc
+        # Memories encrypted at rest reach the change feed without their item (key,
+        # version, op: a reader gets the memory itself) and the audit trail redacted.
+        self.encryption = encryption
         self.js = nc.jetstream()
         self.limits = limits
         self.ack_wait_s = ack_wait_s
@@ -74,7 +79,9 @@ class Outbox:
         (what is published after it, if the commit keeps this result). Raises
         ``CommandFailed`` naming the stage that failed."""
         try:
-            item.entry = write_entry(item.command, item.sequence, result, self.redactor)
+            item.entry = write_entry(
+                item.command, item.sequence, result, self.redactor, self._encrypts(result)
+            )
         except Exception as exc:
             raise CommandFailed("audit entry", exc) from exc
         try:
@@ -143,7 +150,8 @@ class Outbox:
             if not data:
                 continue
             namespace, owner_id = item.key.split(":", 2)[:2]
-            by_owner.setdefault((item.command.tenant, namespace, owner_id), []).append(data)
+            feed = data if self.encryption is None else self._feed_form(result, data)
+            by_owner.setdefault((item.command.tenant, namespace, owner_id), []).append(feed)
             headers = item.msg.headers
             if (
                 headers
@@ -174,6 +182,22 @@ class Outbox:
                         subject, encode_batch(chunk), headers={naming.BATCH_HEADER: str(len(chunk))}
                     )
 
+    def _encrypts(self, result: Result) -> bool:
+        encryption = self.encryption
+        return encryption is not None and encryption.tenant_encrypts(result.tenant)
+
+    def _feed_form(self, result: Result, data: bytes) -> bytes:
+        """What the change feed (a retained stream) keeps of a result: an encrypted
+        memory's result without the memory (the caller's own reply keeps it)."""
+        assert self.encryption is not None
+        if (
+            type(result) is Applied
+            and result.item is not None
+            and self.encryption.seals(result.tenant, result.item)
+        ):
+            return _encode(msgspec.structs.replace(result, item=None))
+        return data
+
     def fitting(self, result: Result) -> bytes:
         """``result`` encoded; without its memory if that would not fit in one message
         (admission keeps values far smaller, so this is only a guarantee)."""
@@ -186,7 +210,9 @@ class Outbox:
         """The audit entry of a result not prepared with its decision (a stored result
         answering a redelivery): a bare one if the full one cannot be built."""
         try:
-            return write_entry(item.command, item.sequence, result, self.redactor)
+            return write_entry(
+                item.command, item.sequence, result, self.redactor, self._encrypts(result)
+            )
         except Exception as exc:
             self._log.warning(
                 ("entry", type(exc)), "audit entry of %s: %s", item.command.id, describe(exc)

@@ -18,7 +18,9 @@ The replay needs the log from its first command. The command stream never drops 
 for space (bus.command_stream_config refuses new ones when full), but an operator may give
 it an age (``ZEROMEM_STREAM_MAX_AGE_S``) or purge it; a log that no longer starts at
 sequence 1 is refused before anything is cleared (``TruncatedLogError``): a replay of what
-is left would rebuild a state without the earlier commands and call it done.
+is left would rebuild a state without the earlier commands and call it done. The one
+removal it accepts is a tenant erasure's (``lifecycle.erasure``), which records how many
+commands it purged: the replay then rebuilds every other tenant whole.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
+from zeromem.lifecycle.erasure import erased_commands
 from zeromem.lifecycle.redact import Redactor
 from zeromem.lifecycle.settings import LifecycleSettings
+from zeromem.lifecycle.vault import check_master_key, vault_of
 from zeromem.settings import Settings
 from zeromem.store import scripts
 from zeromem.store.keys import derived_from_log, scope_pattern, shard_lease_key
@@ -59,11 +63,13 @@ REPLAY_BATCH = 1024
 class TruncatedLogError(RuntimeError):
     """The command log lost its first commands: a replay cannot rebuild the state."""
 
-    def __init__(self, first_sequence: int) -> None:
+    def __init__(self, first_sequence: int, missing: int = 0) -> None:
         self.first_sequence = first_sequence
+        self.missing = missing
         super().__init__(
-            f"the command log starts at sequence {first_sequence}: the commands before it "
-            "were removed (ZEROMEM_STREAM_MAX_AGE_S, or a purge), so a replay would rebuild "
+            f"the command log starts at sequence {first_sequence} and misses {missing} "
+            "commands no tenant erasure accounts for: they were removed "
+            "(ZEROMEM_STREAM_MAX_AGE_S, or a purge), so a replay would rebuild "
             "a state without them. Nothing was changed; Redis keeps its state"
         )
 
@@ -136,6 +142,10 @@ async def rebuild(
     telemetry.bound(settings.limits.metric_tenants, settings.limits.metric_agents)
     # The workers' own applier under the rebuild's token, reporting nothing (no results,
     # change feed or audit: those went out when the commands were first applied).
+    # The workers' data keys and policy: the replay seals what they sealed, byte for byte
+    # (the keys are kept; a forgotten owner's is gone and is made again while its old
+    # commands replay, then destroyed again by its forget).
+    vault = vault_of(settings, redis)
     applier = Applier(
         # the workers' bounds on stored results too: the replay keeps the same ones
         Store(
@@ -144,9 +154,14 @@ async def rebuild(
             tombstone_ttl_s=settings.tombstone_ttl_s,
             result_records=settings.limits.idempotency_records,
             result_bytes=settings.limits.idempotency_bytes,
+            vault=vault,
         ),
         # the workers' rules, redaction of derived content included: the same decisions
-        default_engine(settings.max_clock_skew_s, Redactor(lifecycle.sensitive_pattern)),
+        default_engine(
+            settings.max_clock_skew_s,
+            Redactor(lifecycle.sensitive_pattern),
+            None if vault is None else vault.policy,
+        ),
         token=token,
         limits=settings.limits,
         batch_size=settings.batch_size,
@@ -162,6 +177,7 @@ async def rebuild(
                 await pipe.execute()
             await asyncio.sleep(settings.lease_ttl_s / 3)
 
+    await check_master_key(redis, vault)  # seals as the workers do, or refuses
     keeper = asyncio.create_task(hold_leases())
     feed: PullFeed | None = None
     replayed = 0  # messages (a batch message carries several commands)
@@ -169,8 +185,12 @@ async def rebuild(
     try:
         await asyncio.sleep(0)  # the first lease write goes out before anything else
         info = await js.stream_info(naming.COMMAND_STREAM)
-        if (info.state.first_seq or 1) > 1:
-            raise TruncatedLogError(info.state.first_seq)
+        # Every command removed from the log must be an erased tenant's: the replay then
+        # rebuilds the others whole (and nothing of the erased ones, as the live state).
+        removed = (info.state.last_seq or 0) - (info.state.messages or 0)
+        erased = await erased_commands(nc)
+        if removed > erased:
+            raise TruncatedLogError(info.state.first_seq or 1, removed - erased)
         last = info.state.last_seq
         total = info.state.messages
         if tenant:

@@ -47,6 +47,7 @@ from zeromem.heap import settle_after_start
 from zeromem.lifecycle.archive import schedule_archive
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
 from zeromem.lifecycle.settings import LifecycleSettings
+from zeromem.lifecycle.vault import check_master_key, vault_of
 from zeromem.limits import refusal
 from zeromem.logs import BoundedLog
 from zeromem.quota import RateQuota
@@ -99,10 +100,15 @@ class WorkerService:
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream()
         self.redis = redis
+        vault = vault_of(settings, redis)
         if engine is None:
             from zeromem.worker.analysis import default_engine
 
-            engine = default_engine(settings.max_clock_skew_s, self.redactor)
+            engine = default_engine(
+                settings.max_clock_skew_s,
+                self.redactor,
+                None if vault is None else vault.policy,
+            )
         self.engine = engine
         self.limits = settings.limits
         self.leases = ShardLeases(redis, settings.lease_ttl_s)
@@ -112,6 +118,7 @@ class WorkerService:
             tombstone_ttl_s=settings.tombstone_ttl_s,
             result_records=self.limits.idempotency_records,
             result_bytes=self.limits.idempotency_bytes,
+            vault=vault,
         )
         self.applier = Applier(
             store,
@@ -129,6 +136,7 @@ class WorkerService:
             redactor=self.redactor,
             telemetry=self.telemetry,
             stats=self.stats,
+            encryption=None if vault is None else vault.policy,
         )
         self.applier.report = self.outbox.prepare
         # Everything a worker publishes fits in one message by construction: a result or
@@ -155,6 +163,8 @@ class WorkerService:
 
     async def start(self) -> WorkerService:
         install_log_redaction(self.redactor)
+        # the deployment's master key, or none where it has none (before any write)
+        await check_master_key(self.redis, self.applier.store.vault)
         await provision(self.js, self.settings, self.lifecycle)
         try:
             self.engine.warm_up()

@@ -9,17 +9,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import msgpack
 import msgspec
 from redis.asyncio import Redis
 
-from zeromem.schemas import Applied, MemoryItem, Result, decode_result, owner_of
+from zeromem.lifecycle.crypto import is_sealed
+from zeromem.lifecycle.vault import Vault
+from zeromem.schemas import Applied, Archive, MemoryItem, Result, decode_result, owner_of
 from zeromem.store import scripts
 from zeromem.store.items import NO_FEEDBACK, KeyState, decode_item, decode_item_hash
-from zeromem.store.keys import ITEM_FIELDS, redis_keys, shard_lease_key, shard_sequence_key
+from zeromem.store.keys import (
+    ARCHIVE_SEAL,
+    CARD_FIELD,
+    DATA_FIELD,
+    ITEM_FIELDS,
+    redis_keys,
+    shard_lease_key,
+    shard_sequence_key,
+)
 from zeromem.store.replies import as_bytes
-from zeromem.worker.engine import Outcome
+from zeromem.worker.engine import HSET, Outcome
 
 _ENCODE = msgspec.msgpack.Encoder().encode  # the same bytes as schemas.encode, one call less
 # The decisions travel as one msgpack argument. Redis's cmsgpack predates msgpack's binary
@@ -51,8 +62,11 @@ class Store:
         tombstone_ttl_s: int,
         result_records: int = 0,
         result_bytes: int = 0,
+        vault: Vault | None = None,
     ) -> None:
         self.redis = redis
+        # Seals and opens encrypted memories (None: nothing is encrypted at rest).
+        self.vault = vault
         self.result_ttl_s = result_ttl_s
         self.tombstone_ttl_ms = tombstone_ttl_s * 1000
         # Stored results kept per tenant and shard (Limits.idempotency_*; 0: no bound)
@@ -82,6 +96,8 @@ class Store:
         replies = await scripts.READ_ITEMS(
             self.redis, rkeys, [len(keys), len(tenants), *ITEM_FIELDS]
         )
+        if self.vault is not None:
+            await self._open_rows(keys, replies)
         states = [decode_item_hash(r) for r in replies[: len(keys)]]
         totals_end = len(keys) + len(tenants)
         totals = {
@@ -91,6 +107,43 @@ class Store:
         done = [decode_result(r) if r else None for r in replies[totals_end:]]
         return states, done, totals
 
+    async def _open_rows(self, keys: Sequence[tuple[str, str]], rows: list[Any]) -> None:
+        """Replace each sealed ``d`` in ``rows`` (HMGET ITEM_FIELDS per key) by its plaintext."""
+        vault = self.vault
+        assert vault is not None
+        at = ITEM_FIELDS.index(DATA_FIELD)
+        sealed = [
+            (n, tenant, key)
+            for n, (tenant, key) in enumerate(keys)
+            if is_sealed(rows[n][at]) and vault.needs(tenant, key, rows[n][at])
+        ]
+        if sealed:
+            await vault.reload({(t, owner_of(k)) for _, t, k in sealed})
+        for n, (tenant, key) in enumerate(keys):
+            blob = rows[n][at]
+            if is_sealed(blob):
+                rows[n] = list(rows[n])
+                rows[n][at] = vault.open(tenant, key, DATA_FIELD, blob)
+
+    async def load_keys(self, outcomes: Sequence[Outcome]) -> None:
+        """Before ``decision``: load (or create) the data keys the outcomes' sealed
+        memories and archive records need. Nothing for a batch with none of them."""
+        vault = self.vault
+        if vault is None:
+            return
+        owners = []
+        for outcome in outcomes:
+            item = outcome.item
+            tenant = outcome.command.tenant
+            sealing = item is not None and vault.policy.seals(tenant, item)
+            if sealing or (
+                isinstance(outcome.command, Archive)
+                and any(_archives(op) and _record_seals(vault, tenant, op[3]) for op in outcome.ops)
+            ):
+                owners.append((tenant, owner_of(outcome.key)))
+        if owners:
+            await vault.load(owners, create=True)
+
     async def shard_position(self, shard: int) -> int:
         """The shard's last applied command-stream sequence, as the commits recorded it."""
         raw = await self.redis.hget(shard_sequence_key(), str(shard))
@@ -99,7 +152,16 @@ class Store:
     async def archived_item(self, tenant: str, key: str) -> MemoryItem | None:
         """A memory in the archive tier (what a restore brings back)."""
         blob = await self.redis.hget(redis_keys(tenant).archive(owner_of(key)), key)
-        return decode_item(as_bytes(blob)) if blob else None
+        if not blob:
+            return None
+        return decode_item(await self._opened(tenant, key, ARCHIVE_SEAL, as_bytes(blob)))
+
+    async def _opened(self, tenant: str, key: str, field_name: str, blob: bytes) -> bytes:
+        vault = self.vault
+        if vault is None or not is_sealed(blob):
+            return blob
+        await vault.prepare_open(tenant, [(key, blob)])
+        return vault.open(tenant, key, field_name, blob)
 
     async def owner_memories(
         self, tenant: str, owner: str, low: str, high: str, *, archived: bool
@@ -113,7 +175,14 @@ class Store:
                 pipe.hgetall(keys.archive(owner))
             replies = await pipe.execute()
         live = [k.decode() for k in replies[0]]
-        tier = {k.decode(): decode_item(v) for k, v in replies[1].items()} if archived else {}
+        tier = (
+            {
+                k.decode(): decode_item(await self._opened(tenant, k.decode(), ARCHIVE_SEAL, v))
+                for k, v in replies[1].items()
+            }
+            if archived
+            else {}
+        )
         return live, tier
 
     async def commit(
@@ -152,6 +221,10 @@ class Store:
         item = outcome.item
         ops = outcome.ops
         followers = outcome.followers
+        data = b"" if item is None else _ENCODE(_stored_form(item))
+        vault = self.vault
+        if vault is not None:
+            data, ops = self._sealed(vault, outcome, data, ops)
         return (
             keys.item(outcome.key),
             keys.command(command.id) if outcome.record else "",
@@ -162,7 +235,7 @@ class Store:
             outcome.base_command,
             outcome.action,
             str(outcome.new_version),
-            "" if item is None else _ENCODE(_stored_form(item)),
+            data if item is not None else "",
             command.id,
             "1" if outcome.content_changed else "0",
             outcome.feedback_field,
@@ -180,6 +253,30 @@ class Store:
             keys.results_bytes(shard) if self._bounded else "",
             str(outcome.sequence),
         )
+
+    @staticmethod
+    def _sealed(
+        vault: Vault, outcome: Outcome, data: bytes, ops: list[Any]
+    ) -> tuple[bytes, list[Any]]:
+        """The stored form and index operations of an outcome, sealed where the policy
+        says: the memory (``d``), its recall card and an archive record. An ordinary
+        memory passes through untouched (one policy check)."""
+        tenant, key = outcome.command.tenant, outcome.key
+        item = outcome.item
+        if item is not None and vault.policy.seals(tenant, item):
+            data = vault.seal(tenant, key, DATA_FIELD, data)
+            ops = [
+                (op, rkey, a, vault.seal(tenant, key, CARD_FIELD, b))
+                if op == HSET and a == CARD_FIELD
+                else (op, rkey, a, b)
+                for op, rkey, a, b in ops
+            ]
+        if isinstance(outcome.command, Archive) and any(map(_archives, ops)):
+            ops = [
+                (o[0], o[1], o[2], _seal_record(vault, tenant, o[2], o[3])) if _archives(o) else o
+                for o in ops
+            ]
+        return data, ops
 
     @staticmethod
     def decision_key(decision: tuple[object, ...]) -> str:
@@ -246,6 +343,21 @@ def _arg(value: object) -> str | bytes:
     if isinstance(value, (str, bytes)):
         return value
     return repr(value) if isinstance(value, float) else str(value)
+
+
+def _archives(op: tuple[Any, ...]) -> bool:
+    """An archive record's write: HSET archive(owner) key <msgpack item> (engine.decide_owner)."""
+    return op[0] == HSET and type(op[3]) is bytes and op[2] != CARD_FIELD
+
+
+def _record_seals(vault: Vault, tenant: str, record: bytes) -> bool:
+    return not is_sealed(record) and vault.policy.seals(tenant, decode_item(record))
+
+
+def _seal_record(vault: Vault, tenant: str, key: str, record: bytes) -> bytes:
+    if not _record_seals(vault, tenant, record):
+        return record
+    return vault.seal(tenant, key, ARCHIVE_SEAL, record)
 
 
 def _stored_form(item: MemoryItem) -> MemoryItem:

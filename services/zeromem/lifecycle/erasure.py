@@ -1,0 +1,124 @@
+"""Erasing a whole tenant: every copy of its memories, the command log's included.
+
+Forgetting an owner shreds its data key but leaves its commands in the log (docs/
+security.md says why). A tenant is different: its commands travel on subjects of their
+own (``zm.cmd.<tenant>.*.*``, ``zm.imp.<tenant>.>``), so the log can drop exactly them
+without touching another tenant's, and a rebuild of what remains is a rebuild without the
+tenant, which is what the live state becomes too. ``erase_tenant``:
+
+1. purges the tenant's subjects from the command log, the change feed, the audit trail and
+   the dead letters (JetStream's purge by subject);
+2. records how many commands it purged in a key-value bucket (``naming.ERASURE_BUCKET``),
+   so ``zeromem rebuild`` can tell a log with erased tenants from a truncated one;
+3. deletes every Redis key of the tenant, its owners' data keys with them (what sealed
+   copies remain in Redis's history are unreadable from then on), and drops it from the
+   tenant sets;
+4. asks Redis to rewrite its append-only file, so even the ciphertext leaves the disk.
+
+The operator revokes the tenant's credentials first (``zeromem auth revoke --tenant``): a
+command published during the erasure would otherwise be applied after it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from nats.aio.client import Client as NatsClient
+from nats.js.errors import BucketNotFoundError, NotFoundError
+from redis.asyncio import Redis
+
+from zeromem import naming
+from zeromem.store.keys import EXPIRING_TENANTS_KEY, TENANTS_KEY, RedisKeys
+
+_SCAN_COUNT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Erasure:
+    tenant: str
+    commands: int  # messages purged from the command log
+    changes: int
+    audit: int
+    dead_letters: int
+    redis_keys: int
+
+
+async def erase_tenant(nc: NatsClient, redis: Redis, tenant: str) -> Erasure:
+    purged = {
+        stream: sum([await _purge(nc, stream, subject) for subject in subjects])
+        for stream, subjects in (
+            (
+                naming.COMMAND_STREAM,
+                (naming.command_tenant_subject(tenant), naming.import_tenant_subject(tenant)),
+            ),
+            (naming.CHANGE_STREAM, (naming.change_tenant_subject(tenant),)),
+            (naming.AUDIT_STREAM, (naming.audit_tenant_subject(tenant),)),
+            (naming.DEAD_LETTER_STREAM, (naming.dead_letter_tenant_subject(tenant),)),
+        )
+    }
+    commands = purged[naming.COMMAND_STREAM]
+    if commands:
+        await _record(nc, tenant, commands)
+    deleted = 0
+    async for name in redis.scan_iter(match=RedisKeys(tenant).tenant_pattern(), count=_SCAN_COUNT):
+        deleted += await redis.unlink(name)
+    await redis.srem(TENANTS_KEY, tenant)
+    await redis.srem(EXPIRING_TENANTS_KEY, tenant)
+    await redis.bgrewriteaof()
+    return Erasure(
+        tenant,
+        commands,
+        purged[naming.CHANGE_STREAM],
+        purged[naming.AUDIT_STREAM],
+        purged[naming.DEAD_LETTER_STREAM],
+        deleted,
+    )
+
+
+async def _purge(nc: NatsClient, stream: str, subject: str) -> int:
+    """Purge ``subject`` from ``stream``; the count purged (nats-py's purge_stream drops it)."""
+    reply = await nc.request(
+        naming.stream_purge_subject(stream), json.dumps({"filter": subject}).encode(), timeout=30
+    )
+    answer = json.loads(reply.data)
+    if "error" in answer:
+        if answer["error"].get("err_code") == 10059:  # stream not found: nothing to purge
+            return 0
+        raise RuntimeError(f"purge of {subject} from {stream}: {answer['error']}")
+    return int(answer.get("purged", 0))
+
+
+async def _record(nc: NatsClient, tenant: str, commands: int) -> None:
+    js = nc.jetstream()
+    try:
+        bucket = await js.key_value(naming.ERASURE_BUCKET)
+    except BucketNotFoundError:
+        bucket = await js.create_key_value(bucket=naming.ERASURE_BUCKET, history=1)
+    earlier = await _erased(bucket, tenant)
+    record = {"commands": earlier + commands, "at": time.time()}
+    await bucket.put(tenant, json.dumps(record).encode())
+
+
+async def _erased(bucket: object, tenant: str) -> int:
+    try:
+        entry = await bucket.get(tenant)  # type: ignore[attr-defined]
+    except NotFoundError:
+        return 0
+    return int(json.loads(entry.value)["commands"]) if entry.value else 0
+
+
+async def erased_commands(nc: NatsClient) -> int:
+    """Commands purged from the log by tenant erasures, all tenants together (what a
+    rebuild allows the log to be missing)."""
+    js = nc.jetstream()
+    try:
+        bucket = await js.key_value(naming.ERASURE_BUCKET)
+    except BucketNotFoundError:
+        return 0
+    try:
+        tenants = await bucket.keys()
+    except NotFoundError:  # nats-py: an empty bucket has no keys to list
+        return 0
+    return sum([await _erased(bucket, tenant) for tenant in tenants])
