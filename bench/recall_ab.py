@@ -6,8 +6,9 @@
 and whatever else the machine did in between (on a shared two-core machine, p50s moved
 2-3x between runs). Here two embedded stacks run at once: one whose workers and read
 service are ``--base`` (a git revision, extracted with ``git archive``), one this tree's.
-Both get the same memories (the same seed); then the same query goes to one and then the
-other, query by query, so the machine's drifting load falls on both alike. Each side's
+Both get the same memories (the same seed); then the same query goes to both, query by
+query, each side first every other query, so the machine's drifting load falls on both
+alike. Each side's
 raw NATS request-reply is measured in the same run too. The last line is JSON.
 """
 
@@ -113,9 +114,12 @@ async def main() -> None:
                 for _ in range(20):  # warm both
                     for client in clients.values():
                         await client.recall(query(rng), owners=owners)
-                for _ in range(args.queries):
+                for i in range(args.queries):
                     q = query(rng)
-                    for side, client in clients.items():
+                    # Each side goes first every other query: no side always follows the
+                    # other's recall (and its after-reply bookkeeping) on the shared cores.
+                    order = list(clients.items())
+                    for side, client in order if i % 2 else reversed(order):
                         start = time.perf_counter()
                         await client.recall(q, owners=owners, k=5, budget=1500)
                         samples[side][size].append((time.perf_counter() - start) * 1000)
