@@ -464,6 +464,7 @@ def test_compose_applies_steps_in_order() -> None:
             r"Expected `float` > 0.0 - at `strategy.boost`",
         ),
         ({"name": "by_tag", "tags": ["a"], "only": "yes"}, "Expected `bool`, got `str`"),
+        ({"name": "by_tag", "tags": ["a"], "boost": None}, "Expected `float`, got `null`"),
         ({"name": "feedback_weight"}, "needs at least one"),
         (
             {"name": "feedback_weight", "liked": -1},
