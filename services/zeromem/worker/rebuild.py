@@ -51,7 +51,12 @@ from zeromem.telemetry import Telemetry
 from zeromem.worker.analysis import default_engine
 from zeromem.worker.applier import Applier
 from zeromem.worker.jobs import reap_expired
-from zeromem.worker.messages import admit_messages, stream_position
+from zeromem.worker.messages import (
+    DeliveryGapError,
+    admit_messages,
+    delivery_sequence,
+    stream_position,
+)
 from zeromem.worker.pull import PullFeed
 from zeromem.worker.store import Store
 
@@ -221,6 +226,7 @@ async def rebuild(
             )
             feed = await PullFeed(nc, naming.COMMAND_STREAM, consumer).start()
             position = 0
+            next_delivery = 1
             while position < last:
                 try:
                     msgs = await feed.fetch(REPLAY_BATCH, timeout=2.0)
@@ -228,6 +234,14 @@ async def rebuild(
                     break  # nothing more within the filter
                 by_shard: dict[int, list[Msg]] = {}
                 for msg in msgs:
+                    # Without acknowledgements nothing is delivered twice: a delivery lost
+                    # in transit would leave its command out of the rebuilt state.
+                    if delivery_sequence(msg.reply) != next_delivery:
+                        raise DeliveryGapError(
+                            f"rebuild: delivery {next_delivery} of the replay never arrived "
+                            "(a connection broke); run the rebuild again"
+                        )
+                    next_delivery += 1
                     position = stream_position(msg.reply)[0]
                     try:
                         shard = naming.parse_command_subject(msg.subject)[1]

@@ -18,6 +18,10 @@ This module is the consume loop and a batch's course; the rest is in its own mod
 ``lease`` (taking and keeping a shard), ``messages`` (admission of a message's commands),
 ``applier`` (deciding and committing, store and engine only), ``outbox`` (results, change
 feed, audit, dead letters) and ``jobs`` (reaper, archive schedule, lag).
+
+Over 500 lines on purpose: what is left is one class whose steps (fetch, fair rounds,
+admission, containment, giving up, recording a batch) share each shard's window and
+consumer state; every part that owns state of its own is already a module listed above.
 """
 
 from __future__ import annotations
@@ -64,8 +68,10 @@ from zeromem.worker.lease import LeaseLostError, ShardLeases
 from zeromem.worker.messages import (
     Admitted,
     Dead,
+    DeliveryGapError,
     admit_messages,
     declared_commands,
+    delivery_sequence,
     stream_position,
 )
 from zeromem.worker.outbox import Outbox
@@ -246,6 +252,9 @@ class WorkerService:
             except RedisBehindError:
                 log.warning("shard %d: Redis lost applies it had confirmed; catching up", shard)
                 self.applier.forget_applied(shard)
+            except DeliveryGapError as gap:
+                self.stats.delivery_gaps += 1
+                log.warning("shard %d: %s; opening the consumer again where it stands", shard, gap)
             except Exception:
                 log.exception("shard %d loop failed; restarting it", shard)
                 await asyncio.sleep(0.5)
@@ -274,6 +283,7 @@ class WorkerService:
         ack_wait = self.settings.ack_wait_s
         renewed_at = time.monotonic()
         refusals: list[asyncio.Future[PubAck]] = []  # dead letters of messages over quota
+        next_delivery = 1  # the consumer is new: its deliveries count from 1
         try:
             while not self._stopping.is_set():
                 if keeper.done():
@@ -297,6 +307,15 @@ class WorkerService:
                         msgs = await feed.fetch(wanted, timeout=0.001 if len(window) else 0.5)
                     except TimeoutError:
                         msgs = []
+                    # Every delivery must arrive, in order: checked before any is used.
+                    for msg in msgs:
+                        delivered = delivery_sequence(msg.reply)
+                        if delivered != next_delivery:
+                            raise DeliveryGapError(
+                                f"consumer {consumer}: delivery {next_delivery} never "
+                                f"arrived (the next one was {delivered})"
+                            )
+                        next_delivery += 1
                     over_quota: list[Dead] = []
                     for msg in msgs:
                         seq, _ = stream_position(msg.reply)
