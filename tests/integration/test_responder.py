@@ -6,9 +6,9 @@ waiting for their turn never hold up another tenant's."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 
 import msgspec
+from msgspec.structs import replace
 from opentelemetry import trace
 
 from zeromem import naming
