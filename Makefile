@@ -80,7 +80,7 @@ inspect: $(STAMP) ## the inspector for the stack `make run` started (prints a lo
 demo: $(STAMP) ## a planner and two workers over hundreds of turns: the token savings, measured
 	$(BIN)/python -m zeromem.demo
 
-bench-write: $(STAMP) ## end-to-end applied/s next to raw JetStream publish/s
+bench-write: $(STAMP) ## appends (and rewrites) applied/s next to raw JetStream publish/s; latency at half load
 	$(BIN)/python bench/write_throughput.py
 
 bench-write-cost: $(STAMP) ## CPU per applied command in each process, next to a raw publish's
@@ -110,13 +110,15 @@ k8s-check: $(STAMP) ## render k8s/overlays/* with kustomize, validate every obje
 	$(BIN)/python k8s/check.py
 
 PY_SOURCES := schemas services tests bench examples k8s
-# The packages mypy checks in strict mode ([tool.mypy] in pyproject.toml); the others are
-# not strict yet (cli, bus, serve, ...: `.venv/bin/mypy -p zeromem.cli` counts them).
+# mypy --strict ([tool.mypy] in pyproject.toml) over every package and module of zeromem,
+# named one by one: zeromem is a namespace spread over services/ and schemas/, and
+# `-p zeromem` alone finds only part of it.
 TYPED := zeromem.schemas zeromem.store zeromem.worker zeromem.recall zeromem.query \
 	zeromem.lifecycle zeromem.encoding zeromem.sdk zeromem.tools zeromem.auth zeromem.inspect \
-	zeromem.telemetry zeromem.shape \
+	zeromem.telemetry zeromem.cli zeromem.embedded zeromem.integrations zeromem.demo \
 	zeromem.naming zeromem.limits zeromem.quota zeromem.heap zeromem.logs zeromem.ids \
-	zeromem.health zeromem.extras zeromem.settings
+	zeromem.health zeromem.extras zeromem.settings zeromem.shape zeromem.bus zeromem.serve \
+	zeromem.mcp_server
 
 lint: $(STAMP) ## ruff (rules and the formatter's check), mypy --strict, the import contract
 	$(BIN)/python -m ruff check $(PY_SOURCES)
