@@ -106,6 +106,11 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     scope_filters: int = 32
     # The longest stats range, in seconds (the usage ledger keeps 35 days).
     stats_range_s: float = 35 * 86400.0
+    # Read your writes: how long a get, list or recall naming positions in the command log
+    # (``after``) waits for their shards to have applied them before it answers with what
+    # is applied. The SDK names its own writes' positions; a write that was dead-lettered
+    # moves its shard's position only with the shard's next applied command.
+    read_after_wait_s: float = 1.0
     # Rows one stats reply may carry (a reply over the broker's payload limit never
     # arrives): a wider request is refused and asked to narrow its range.
     stats_rows: int = 20_000
