@@ -97,6 +97,11 @@ class PullFeed:
             raise TimeoutError
         return self._take(batch)
 
+    def interrupt(self) -> None:
+        """End the fetch in flight now (its shard is being handed over, or its lease was
+        lost): it returns what it has, or raises ``TimeoutError``."""
+        self._wake()
+
     def _take(self, batch: int) -> list[Msg]:
         msgs = self._msgs
         if len(msgs) <= batch:
