@@ -12,7 +12,9 @@ function of the shard count and the member ids, balanced to within one shard, an
 when a member joins or leaves, only about the shards it takes or gives up change hands.
 Membership only decides who *tries* to hold a shard; the leases still decide who may apply
 it, so two workers that briefly disagree (one has seen a join the other has not yet) wait
-on the lease, never apply the same shard at once.
+on the lease, never apply the same shard at once. Static workers (``--index/--count``)
+do not register: a deployment runs one mode or the other, never both (each would keep
+waiting on leases the other holds).
 """
 
 from __future__ import annotations

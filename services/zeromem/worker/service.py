@@ -166,6 +166,7 @@ class WorkerService:
                 f"payload limit ({self.outbox.payload_limit} bytes for a worker's messages)"
             )
         self._tasks: list[asyncio.Task[None]] = []
+        self._follower: asyncio.Task[None] | None = None  # dynamic: follows the membership
         self._stopping = asyncio.Event()
         self._tenures = 0  # leases taken so far: names each tenure's consumer
         self._consumers: dict[int, str] = {}  # per owned shard, the consumer it reads
@@ -204,7 +205,7 @@ class WorkerService:
             follow = follow_membership(
                 self.membership, self.settings.shards, self._hold, interval, stopping
             )
-            self._tasks.append(asyncio.create_task(follow, name="membership"))
+            self._follower = asyncio.create_task(follow, name="membership")
         self._tasks.append(
             asyncio.create_task(
                 run_reaper(
@@ -242,8 +243,14 @@ class WorkerService:
         stuck on a server that does not answer is left behind (its batch is redelivered
         to the next owner)."""
         self._stopping.set()
+        if self._follower is not None:
+            # Its renewal must not come after the leave below and register this worker
+            # again; then leave first, so the others take its shards as their leases free.
+            follower, self._follower = self._follower, None
+            follower.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(follower, 1.0)
         if self.membership is not None:
-            # First, so the others start taking this worker's shards as its leases free.
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.membership.leave(), 1.0)
         tasks, self._tasks = self._tasks + list(self._shard_tasks.values()), []
