@@ -30,7 +30,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     batch_commands: int = 1000
     # Bytes of a put's value or a patch's patch, msgpack-encoded.
     value_bytes: int = 64 * 1024
-    # Lists and maps nested inside a value, a patch, or a recall's strategy.
+    # Lists and maps nested inside a value or a patch (a recall's strategy is typed).
     nesting_depth: int = 32
     # Characters of a memory's content (the wire contract's own maximum is 200).
     content_chars: int = 200

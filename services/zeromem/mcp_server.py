@@ -166,6 +166,7 @@ class MemoryToolServer:
     async def serve_http(self, host: str, port: int) -> None:
         import uvicorn
         from mcp.server.auth.settings import AuthSettings
+        from pydantic import AnyHttpUrl
 
         if self.tokens is None or not len(self.tokens):
             raise RuntimeError(
@@ -180,7 +181,9 @@ class MemoryToolServer:
             # validate_token_resource off: these tokens are this server's own (the token
             # file), not an authorization server's issued for several resources.
             auth=AuthSettings(
-                issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False
+                issuer_url=AnyHttpUrl(base),
+                resource_server_url=AnyHttpUrl(f"{base}/mcp"),
+                validate_token_resource=False,
             ),
         )
         config = uvicorn.Config(app, host=host, port=port, log_level="warning")

@@ -178,3 +178,34 @@ async def test_a_read_nobody_serves_is_told_from_one_left_unanswered(isolated: S
         with pytest.raises(NoResponderError, match="no zeromem get service is subscribed"):
             await client.get("user:x:k")
         assert time.monotonic() - started < 2.0  # at once, not after the timeout
+
+
+async def test_a_strategy_is_checked_as_the_request_is_decoded(running: Settings) -> None:
+    """The strategy's wire form is the plain map it always was (the empty map too: the
+    default, as the first clients sent it); a bad one is a bad_request naming the field,
+    and the service goes on answering."""
+    scope = {"owners": ["user:u1"]}
+    for strategy, reason in (
+        ({"name": "psychic"}, "unknown strategy 'psychic'; known: default, "),
+        ({"seconds": 5}, "missing required field `name` - at `$.strategy`"),
+        ({"name": "time_window", "seconds": -1}, "at `$.strategy.seconds`"),
+        (
+            {"name": "compose", "steps": [{"name": "by_tag", "tags": []}]},
+            "at `$.strategy.steps[0].tags`",
+        ),
+    ):
+        refused, reply = await request(
+            running, "acme", "recall", {"tenant": "acme", "scope": scope, "strategy": strategy}
+        )
+        assert refused and reason in reply.error, (strategy, reply)  # type: ignore[attr-defined]
+        assert reply.code == "bad_request"  # type: ignore[attr-defined]
+    for strategy in (
+        None,
+        {},
+        {"name": "by_tag", "tags": ["orders"], "boost": 50},
+        {"name": "compose", "steps": [{"name": "recency", "half_life_s": None}]},
+    ):
+        refused, reply = await request(
+            running, "acme", "recall", {"tenant": "acme", "scope": scope, "strategy": strategy}
+        )
+        assert not refused, (strategy, reply)

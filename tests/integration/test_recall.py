@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from zeromem.schemas import StrategyError
 from zeromem.sdk import MemoryClient, RequestRejectedError
 from zeromem.store.tokens import count_tokens
 
@@ -139,7 +140,7 @@ async def test_strategies_by_tag_by_type_and_compose(client: MemoryClient) -> No
         },
     )
     assert [m.key for m in only_facts.memories if not m.via] == ["user:u1:order_a1"]
-    with pytest.raises(RequestRejectedError, match="unknown strategy"):
+    with pytest.raises(StrategyError, match="unknown strategy 'psychic'"):  # before sending
         await client.recall("x", owners=["user:u1"], strategy={"name": "psychic"})
 
 

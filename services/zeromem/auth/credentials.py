@@ -137,7 +137,7 @@ def tls_context(ca: str = "", cert: str = "", key: str = "") -> ssl.SSLContext:
 def nats_options(
     settings: Settings, credential: Credential | None, *, inbox_prefix: str | None = None
 ) -> dict[str, Any]:
-    """Keyword arguments for ``nats.connect`` (and FastStream's broker)."""
+    """Keyword arguments for ``nats.connect``."""
     options: dict[str, Any] = {}
     if credential is not None:
         if credential.seed:

@@ -65,14 +65,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _strategy(text: str) -> dict[str, Any]:
-    """``--strategy``: a JSON object the recall service can build (checked here)."""
+    """``--strategy``: a JSON object of the wire contract's strategy union (checked here)."""
     import argparse as _argparse
 
-    from zeromem.recall.ranking import StrategyError, build_strategy
+    from zeromem.schemas import StrategyError, parse_strategy
 
     spec = arg.json_object(text)
     try:
-        build_strategy(spec)
+        parse_strategy(spec)
     except StrategyError as exc:
         raise _argparse.ArgumentTypeError(str(exc)) from None
     return spec

@@ -147,7 +147,11 @@ def run_up(
         settings = settings.with_(lifecycle={"master_key": local_master_key(stack.data_dir)})
     authority = stack.authority
     children: list[subprocess.Popen[bytes]] = []
-    say = (lambda _text: None) if quiet or json_output else (lambda text: print(text, flush=True))
+
+    def say(text: str) -> None:
+        if not (quiet or json_output):
+            print(text, flush=True)
+
     try:
         admin = settings_for_role(settings, authority, "admin")
         asyncio.run(_provision(admin))

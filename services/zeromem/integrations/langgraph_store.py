@@ -140,6 +140,7 @@ class ZeromemStore(BaseStore):
         self.read_concurrency = read_concurrency
         self._loop = loop
         self._thread: threading.Thread | None = None
+        self._home: asyncio.AbstractEventLoop | None
         # The loop the client answers on: ``loop``, else the one the store was made on.
         try:
             self._home = loop or asyncio.get_running_loop()
@@ -234,8 +235,8 @@ class ZeromemStore(BaseStore):
             elif isinstance(op, PutOp):
                 self.key_for(op.namespace, op.key)  # refuse an unmappable item up front
                 puts[(op.namespace, op.key)] = op
-            else:
-                for _, coro in reads:
+            else:  # the types say it cannot happen; a caller's Python can still do it
+                for _, coro in reads:  # type: ignore[unreachable]
                     coro.close()
                 raise ValueError(f"Unknown operation type: {type(op)}")
         if reads:
@@ -316,7 +317,7 @@ class ZeromemStore(BaseStore):
             shared.next = loop.create_future()
             if shared.runner is None:
                 shared.runner = loop.create_task(self._serve(slot, shared, read))
-        return await asyncio.shield(shared.next)  # type: ignore[no-any-return]
+        return await asyncio.shield(shared.next)
 
     async def _serve(
         self, slot: tuple[asyncio.AbstractEventLoop, Hashable], shared: _Shared, read: Any

@@ -38,11 +38,14 @@ from zeromem.schemas import (
     RecallReply,
     RecallRequest,
     RecallScope,
+    RecallStrategy,
     StatsReply,
     StatsRequest,
     decode,
     encode,
+    parse_strategy,
 )
+from zeromem.schemas.strategies import NoDecayStrategy
 from zeromem.sdk.errors import (
     NoResponderError,
     RequestRejectedError,
@@ -135,7 +138,7 @@ class ReadMethods:
         k: int = 5,
         budget: int = 1500,
         encoding: str = "cl100k_base",
-        strategy: dict[str, Any] | None = None,
+        strategy: RecallStrategy | dict[str, Any] | None = None,
         explain: bool = False,
         history_tokens: int = 0,
         include_archived: bool = False,
@@ -144,7 +147,10 @@ class ReadMethods:
         ``task:t42``), ranked and packed into ``budget`` tokens. ``reply.context`` is the
         block to put in the prompt; ``reply.baseline_tokens`` is what injecting every
         memory that passed the filters would have cost. ``history_tokens``, when the agent
-        reports it, is what carrying its whole history would have cost (for the metrics)."""
+        reports it, is what carrying its whole history would have cost (for the metrics).
+        ``strategy``: a ``zeromem.schemas.strategies`` struct or its plain form
+        (``{"name": "by_tag", "tags": ["billing"]}``); a bad one raises ``StrategyError``
+        here, before any round trip."""
         scope = RecallScope(
             owners=tuple(owners),
             prefix=prefix,
@@ -161,7 +167,7 @@ class ReadMethods:
             k=k,
             budget=budget,
             encoding=encoding,
-            strategy=strategy or {},
+            strategy=parse_strategy(strategy),
             explain=explain,
             history_tokens=history_tokens,
             include_archived=include_archived,
@@ -210,7 +216,7 @@ class ReadMethods:
             prefix=prefix,
             k=limit,
             budget=200_000,
-            strategy={"name": "no_decay"},
+            strategy=NoDecayStrategy(),
         )
         return [m for m in reply.memories if not m.via]
 
