@@ -1,4 +1,8 @@
-"""``zeromem worker``: own a set of shards and apply their commands in order.
+"""``zeromem worker``: hold a set of shards and apply their commands in order.
+
+Which shards: fixed ones (``--index/--count``), or this worker's share of the live
+workers' (``membership``), which changes as workers come and go; ``_hold`` starts the
+shards it gains and lets go of those it loses.
 
 Per shard: take the shard's lease in Redis (so two workers never apply the same shard at
 once), open this tenure's pull consumer where the shard stands (``bus.open_shard_consumer``),
@@ -15,9 +19,10 @@ messages, and a message that keeps failing is dead-lettered whole after
 ``Limits.message_attempts``. Nothing is retried for ever, and a stop is always prompt.
 
 This module is the consume loop and a batch's course; the rest is in its own module:
-``lease`` (taking and keeping a shard), ``messages`` (admission of a message's commands),
-``applier`` (deciding and committing, store and engine only), ``outbox`` (results, change
-feed, audit, dead letters) and ``jobs`` (reaper, archive schedule, lag).
+``lease`` (taking and keeping a shard), ``membership`` (which shards to hold),
+``messages`` (admission of a message's commands), ``applier`` (deciding and committing,
+store and engine only), ``outbox`` (results, change feed, audit, dead letters) and
+``jobs`` (reaper, archive schedule, lag).
 
 Over 500 lines on purpose: what is left is one class whose steps (fetch, fair rounds,
 admission, containment, giving up, recording a batch) share each shard's window and
@@ -82,7 +87,7 @@ from zeromem.worker.store import Store
 log = logging.getLogger(__name__)
 
 # An idle shard's first pull waits this long (then longer, up to ``idle_pull_s``).
-IDLE_PULL_S = 0.5
+FIRST_IDLE_PULL_S = 0.5
 
 
 class WorkerService:
@@ -360,7 +365,7 @@ class WorkerService:
         # How long an empty window waits for the next command: doubled while the shard
         # stays idle, up to ``idle_pull_s``. The server answers the moment a command comes,
         # so waiting longer costs no latency; it spares an idle shard's requests.
-        idle_wait = IDLE_PULL_S
+        idle_wait = FIRST_IDLE_PULL_S
         try:
             while not self._stopping.is_set() and shard not in self._letting_go:
                 if keeper.done():
@@ -382,7 +387,7 @@ class WorkerService:
                     try:
                         # With messages in hand, only what is there now: no waiting.
                         msgs = await feed.fetch(wanted, timeout=0.001 if len(window) else idle_wait)
-                        idle_wait = IDLE_PULL_S
+                        idle_wait = FIRST_IDLE_PULL_S
                     except TimeoutError:
                         msgs = []
                         if not len(window):
