@@ -76,6 +76,7 @@ COMMIT = Script("commit.lua")
 READ_ITEMS = Script("read_items.lua")
 LEASE_RENEW = Script("lease_renew.lua")
 LEASE_RELEASE = Script("lease_release.lua")
+MEMBERS = Script("members.lua")
 ARCHIVE_OWNERS = Script("archive_owners.lua")
 # The read path.
 RECALL_SURVEY = Script("recall_survey.lua", library="recall_read.lua")
