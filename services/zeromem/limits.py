@@ -103,6 +103,10 @@ class Limits:
     # project's machine with 500 memories per owner, p50 3.7 ms for one owner, 29 ms for
     # four, 76 ms for sixteen).
     recall_owners: int = 16
+    # Owners one Redis script call of a recall covers (Redis runs a script to its end
+    # serving no one else: a recall over 16 owners in one call held it for 76 ms). A recall
+    # over more owners is made of several calls with the same result (recall.retrieve).
+    recall_owners_per_call: int = 1
     # Characters of a recall's query, and distinct terms in it.
     query_chars: int = 2000
     query_terms: int = 64

@@ -185,6 +185,7 @@ class RecallService:
             now=now,
             explain=request.explain,
             date_range=dates,
+            owners_per_call=self.limits.recall_owners_per_call,
         )
         if request.include_archived:
             # The archive tier is in no index: its records are read and analysed here.

@@ -80,5 +80,9 @@ ARCHIVE_OWNERS = Script("archive_owners.lua")
 # The read path.
 RECALL_SURVEY = Script("recall_survey.lua", library="recall_read.lua")
 RECALL_FETCH = Script("recall_fetch.lua", library="recall_read.lua")
+# A recall over more owners than one call may cover (``Limits.recall_owners_per_call``).
+RECALL_STAGE_ONE = Script("recall_stage_one.lua")
+RECALL_NEIGHBOURS = Script("recall_neighbours.lua")
+RECALL_STAGE_TWO = Script("recall_stage_two.lua", library="recall_read.lua")
 CACHE_TOKENS = Script("cache_tokens.lua")
 OWNERS = Script("owners.lua")
