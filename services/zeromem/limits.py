@@ -88,6 +88,11 @@ class Limits:
     # window; alone, a tenant gets whole rounds (``Settings.batch_size``).
     tenant_round_share: int = 64
 
+    # Estimated Redis cost of one commit script call, in units of about one Redis call
+    # inside it (worker/commit_cost.py: a 7-word append is 16, ~175 µs of Redis CPU); a
+    # round is committed in calls of at most this (and at least one command each).
+    commit_cost: int = 256
+
     # --- quotas per tenant (0: off) -------------------------------------------------------
     # Commands per second of one tenant on one shard (each shard has one owner at a time,
     # so this holds across the deployment); over it a command is refused (``rejected``,
