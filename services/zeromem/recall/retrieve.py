@@ -21,10 +21,12 @@ and they come in the same round trip.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -131,9 +133,11 @@ async def gather(
     explain: bool = False,
     date_range: tuple[float, float] | None = None,
     owners_per_call: int = 1,
+    calls_at_once: int = 8,
 ) -> Gathered:
     """``owners_per_call``: owners one Redis script call covers at most
-    (``Limits.recall_owners_per_call``); a recall over more is split (see ``_split_survey``)."""
+    (``Limits.recall_owners_per_call``); a recall over more is split (see ``_split_survey``)
+    into calls sent ``calls_at_once`` at a time (``Limits.recall_calls_at_once``)."""
     now = time.time() if now is None else now
     keys = RedisKeys(tenant)
     keep_n = max(STAGE_TWO_MIN, 8 * k)
@@ -151,6 +155,7 @@ async def gather(
             encoding,
             date_range,
             owners_per_call,
+            calls_at_once,
         )
         stats, _, _ = _corpus(owners, query_terms, survey.owner_stats, survey.df)
         gathered = await _finish(
@@ -208,6 +213,7 @@ async def gather(
             encoding,
             None,
             owners_per_call,
+            calls_at_once,
         )
         return await _finish(
             redis,
@@ -361,6 +367,7 @@ async def _survey(
     encoding: str,
     date_range: tuple[float, float] | None = None,
     owners_per_call: int = 1,
+    calls_at_once: int = 8,
 ) -> Survey:
     expand = NEIGHBOUR_EXPAND if config.neighbour_share > 0.0 else 0
     low, high = (repr(date_range[0]), repr(date_range[1])) if date_range else ("", "")
@@ -377,6 +384,7 @@ async def _survey(
             (low, high),
             expand,
             max(owners_per_call, 1),
+            max(calls_at_once, 1),
         )
     args: list[EncodableT] = [
         POSTINGS_LIMIT,
@@ -461,6 +469,7 @@ async def _split_survey(
     dates: tuple[str, str],
     expand: int,
     per_call: int,
+    at_once: int,
 ) -> Survey:
     """The survey of a recall over more owners than one script call may cover, as several
     calls that each hold Redis for one group of owners (one survey over sixteen owners of
@@ -469,8 +478,9 @@ async def _split_survey(
     with every owner's corpus numbers (``recall_stage_one.lua``: each group's best, which
     hold the best of all); the merge here in the survey's own order; the time-neighbours
     (``recall_neighbours.lua``); the chosen memories and their term frequencies per group
-    (``recall_stage_two.lua``). The calls are awaited one after another, so Redis serves
-    other clients between them. Unlike the one call, the groups are not read at one instant.
+    (``recall_stage_two.lua``). The calls go a few at a time, each on its own connection,
+    so Redis serves other clients between them (see ``_in_waves``). Unlike the one call,
+    the groups are not read at one instant.
     """
     async with redis.pipeline(transaction=False) as pipe:
         for owner in owners:
@@ -490,8 +500,9 @@ async def _split_survey(
     recents: list[bytes] = []
     cut: dict[bytes, float] = {}
     n_members = 0
-    for g, group in enumerate(groups):
-        found, group_recents, group_members, group_cut = await scripts.RECALL_STAGE_ONE(
+    stage_one = [
+        partial(
+            scripts.RECALL_STAGE_ONE,
             redis,
             [keys.by_time(owner) for owner in group]
             + [keys.by_term(owner, term) for owner in group for term in terms],
@@ -511,6 +522,11 @@ async def _split_survey(
                 *(repr(_term_factor(term, config)) for term in terms),
             ],
         )
+        for group in groups
+    ]
+    for g, (found, group_recents, group_members, group_cut) in enumerate(
+        await _in_waves(stage_one, at_once)
+    ):
         pool += [
             _Candidate(found[j], float(found[j + 1]), float(found[j + 2]), (g, j))
             for j in range(0, len(found), 3)
@@ -555,6 +571,7 @@ async def _split_survey(
     rows: list[Any] = []
     tf: dict[str, dict[str, int]] = {}
     owner_at = {owner: n for n, owner in enumerate(owners)}
+    stage_two = []
     for group in groups:
         first = owner_at[group[0]]
         mine = [
@@ -562,21 +579,24 @@ async def _split_survey(
             for m in members
             if owner_of(m.decode()) in group
         ]
-        if not mine:
-            continue
-        group_rows, tf_flat = await scripts.RECALL_STAGE_TWO(
-            redis,
-            [keys.by_term(owner, term) for owner in group for term in terms]
-            + [keys.item(m.decode()) for m, _ in mine],
-            [
-                token_field(encoding),
-                POSTINGS_LIMIT,
-                repr(POSTING_TF_SCALE),
-                len(group),
-                len(terms),
-                *(v for m, o in mine for v in (m, o + 1, "1" if m in recent_set else "0")),
-            ],
-        )
+        if mine:
+            stage_two.append(
+                partial(
+                    scripts.RECALL_STAGE_TWO,
+                    redis,
+                    [keys.by_term(owner, term) for owner in group for term in terms]
+                    + [keys.item(m.decode()) for m, _ in mine],
+                    [
+                        token_field(encoding),
+                        POSTINGS_LIMIT,
+                        repr(POSTING_TF_SCALE),
+                        len(group),
+                        len(terms),
+                        *(v for m, o in mine for v in (m, o + 1, "1" if m in recent_set else "0")),
+                    ],
+                )
+            )
+    for group_rows, tf_flat in await _in_waves(stage_two, at_once):
         rows += group_rows
         for j in range(0, len(tf_flat), 2):
             pairs = tf_flat[j + 1]
@@ -610,6 +630,17 @@ def _best(pool: list[_Candidate], n_members: int, keep: int) -> list[_Candidate]
     above = [c for c in in_order if c.estimate > threshold]
     tied = [c for c in ranked if c.estimate == threshold]
     return above + tied[: keep - len(above)]
+
+
+async def _in_waves(calls: Sequence[Callable[[], Awaitable[Any]]], at_once: int) -> list[Any]:
+    """The calls' replies in order, ``at_once`` of them sent together at a time, each on a
+    connection of its own: Redis serves its other clients between them (it runs a
+    connection's pipelined commands back to back), and no more than ``at_once`` of one
+    recall's calls are ever queued ahead of another client's command."""
+    out: list[Any] = []
+    for i in range(0, len(calls), at_once):
+        out += await asyncio.gather(*(call() for call in calls[i : i + at_once]))
+    return out
 
 
 async def _from_filtered_set(
