@@ -88,10 +88,11 @@ class Limits:
     # window; alone, a tenant gets whole rounds (``Settings.batch_size``).
     tenant_round_share: int = 64
 
-    # Estimated Redis cost of one commit script call, in units of about one Redis call
-    # inside it (worker/commit_cost.py: a 7-word append is 16, ~175 µs of Redis CPU); a
-    # round is committed in calls of at most this (and at least one command each).
-    commit_cost: int = 256
+    # Estimated Redis cost of one commit script call, in index writes (worker/commit_cost.py:
+    # ~5 µs of Redis CPU each, so 640 is a call of ~3 ms); a round is committed in calls of
+    # at most this (at least one command each). Unbounded, a call over 512 appends held
+    # Redis ~90 ms, during which no other tenant's command ran.
+    commit_cost: int = 640
 
     # --- quotas per tenant (0: off) -------------------------------------------------------
     # Commands per second of one tenant on one shard (each shard has one owner at a time,
@@ -116,7 +117,7 @@ class Limits:
     # that another client's command waits behind at most these (~0.3 ms each at 500
     # memories per owner). Measured on 16 owners (machine loaded): one call p50 30-45 ms
     # holding Redis 20-48 ms; split, one at a time 56-96 ms, 16 at once 53-58 ms.
-    recall_calls_at_once: int = 8
+    recall_calls_at_once: int = 4
     # Characters of a recall's query, and distinct terms in it.
     query_chars: int = 2000
     query_terms: int = 64

@@ -133,7 +133,7 @@ async def gather(
     explain: bool = False,
     date_range: tuple[float, float] | None = None,
     owners_per_call: int = 1,
-    calls_at_once: int = 8,
+    calls_at_once: int = 4,
 ) -> Gathered:
     """``owners_per_call``: owners one Redis script call covers at most
     (``Limits.recall_owners_per_call``); a recall over more is split (see ``_split_survey``)
@@ -367,7 +367,7 @@ async def _survey(
     encoding: str,
     date_range: tuple[float, float] | None = None,
     owners_per_call: int = 1,
-    calls_at_once: int = 8,
+    calls_at_once: int = 4,
 ) -> Survey:
     expand = NEIGHBOUR_EXPAND if config.neighbour_share > 0.0 else 0
     low, high = (repr(date_range[0]), repr(date_range[1])) if date_range else ("", "")
