@@ -47,7 +47,7 @@ async def recall_latencies(
 
     clients = {
         mode: await MemoryClient.connect(
-            settings.nats_url, tenant="bench", agent="bench", timeout=30, settings=settings
+            settings.bus.nats_url, tenant="bench", agent="bench", timeout=30, settings=settings
         )
         for mode, settings in modes.items()
     }
@@ -89,7 +89,7 @@ async def main() -> None:
             settings = stack_settings(stack, Settings(shards=16))
             procs += await start_services(settings, workers=2)
             async with await MemoryClient.connect(
-                settings.nats_url, tenant="bench", agent="bench", timeout=30, settings=settings
+                settings.bus.nats_url, tenant="bench", agent="bench", timeout=30, settings=settings
             ) as client:
                 await load(client, "user:recall", args.memories, random.Random(7))
             modes[mode] = settings

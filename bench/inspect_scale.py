@@ -132,7 +132,7 @@ async def main() -> None:
                     break
                 await asyncio.sleep(0.05)
             client = await MemoryClient.connect(
-                settings.nats_url, creds=creds, settings=settings, timeout=10
+                settings.bus.nats_url, creds=creds, settings=settings, timeout=10
             )
 
             def owner() -> str:

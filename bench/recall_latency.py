@@ -38,7 +38,7 @@ from zeromem.bus import connect_nats, provision
 from zeromem.embedded import EmbeddedStack
 from zeromem.embedded.stack import settings_for_role
 from zeromem.sdk import MemoryClient
-from zeromem.settings import Settings
+from zeromem.settings import LifecycleSettings, Settings
 
 WORDS = [f"w{i}" for i in range(5000)]  # a vocabulary with a Zipf-like use: w0 common, w4999 rare
 TOPICS = [
@@ -114,12 +114,12 @@ async def start_services(settings: Settings, workers: int) -> list[subprocess.Po
         as_role = settings_for_role(settings, authority, role)
         return dict(
             os.environ,
-            ZEROMEM_NATS_URL=settings.nats_url,
-            ZEROMEM_NATS_CREDS=as_role.nats_creds,
-            ZEROMEM_REDIS_URL=as_role.redis_url,
+            ZEROMEM_NATS_URL=settings.bus.nats_url,
+            ZEROMEM_NATS_CREDS=as_role.bus.nats_creds,
+            ZEROMEM_REDIS_URL=as_role.store.redis_url,
             ZEROMEM_SHARDS=str(settings.shards),
-            ZEROMEM_MASTER_KEY=settings.master_key,
-            ZEROMEM_ENCRYPT_TENANTS=settings.encrypt_tenants,
+            ZEROMEM_MASTER_KEY=settings.lifecycle.master_key,
+            ZEROMEM_ENCRYPT_TENANTS=settings.lifecycle.encrypt_tenants,
         )
 
     procs = [
@@ -148,7 +148,7 @@ async def start_services(settings: Settings, workers: int) -> list[subprocess.Po
     )
     await wait_for_workers(settings)
     async with await MemoryClient.connect(
-        settings.nats_url, tenant="bench-probe", agent="probe", timeout=1, settings=settings
+        settings.bus.nats_url, tenant="bench-probe", agent="probe", timeout=1, settings=settings
     ) as probe:
         for _ in range(300):
             try:
@@ -171,7 +171,9 @@ async def encryption_cost(args: argparse.Namespace) -> None:
     size = int(args.sizes.split(",")[0])
     tenants = {"plain": "bench", "encrypted": "bench-enc"}
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
-        settings = stack_settings(stack, Settings(encrypt_tenants=tenants["encrypted"]))
+        settings = stack_settings(
+            stack, Settings(lifecycle=LifecycleSettings(encrypt_tenants=tenants["encrypted"]))
+        )
         procs = await start_services(settings, args.workers)
         results: dict[str, tuple[float, float, float]] = {}
         try:

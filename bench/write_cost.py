@@ -32,7 +32,7 @@ from pathlib import Path
 
 from zeromem.bus import connect_redis
 from zeromem.embedded import EmbeddedStack
-from zeromem.settings import Settings
+from zeromem.settings import LifecycleSettings, Settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 from workloads import PutSpec, appends, rewrites, take
@@ -142,7 +142,10 @@ async def measure(args: argparse.Namespace, *, encrypt: bool) -> dict[str, dict[
     rewrite_specs = take(rewrites(args.commands, args.owners), args.commands)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp), encrypt=encrypt) as stack:
         assert stack.nats and stack.nats.process and stack.redis and stack.redis.process
-        base = Settings(shards=args.shards, encrypt_tenants="append,rewrite" if encrypt else "")
+        base = Settings(
+            shards=args.shards,
+            lifecycle=LifecycleSettings(encrypt_tenants="append,rewrite" if encrypt else ""),
+        )
         settings = stack_settings(stack, base)
         async with running_workers(settings, args.workers) as workers:
             pids = {"nats-server": stack.nats.process.pid, "redis-server": stack.redis.process.pid}

@@ -39,7 +39,6 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from nats.js.api import StreamConfig
@@ -111,13 +110,13 @@ async def running_workers(
     )
     env = dict(
         os.environ,
-        ZEROMEM_NATS_URL=settings.nats_url,
-        ZEROMEM_NATS_CREDS=as_worker.nats_creds,
-        ZEROMEM_REDIS_URL=as_worker.redis_url,
+        ZEROMEM_NATS_URL=settings.bus.nats_url,
+        ZEROMEM_NATS_CREDS=as_worker.bus.nats_creds,
+        ZEROMEM_REDIS_URL=as_worker.store.redis_url,
         ZEROMEM_SHARDS=str(settings.shards),
         # encryption at rest as the stack has it (stack_settings: its master key)
-        ZEROMEM_MASTER_KEY=settings.master_key,
-        ZEROMEM_ENCRYPT_TENANTS=settings.encrypt_tenants,
+        ZEROMEM_MASTER_KEY=settings.lifecycle.master_key,
+        ZEROMEM_ENCRYPT_TENANTS=settings.lifecycle.encrypt_tenants,
     )
     workers = [
         subprocess.Popen(
@@ -150,7 +149,7 @@ def stack_settings(stack: EmbeddedStack, base: Settings) -> Settings:
     """``base`` on ``stack``, as its operator (admin) when the stack is secured."""
     if stack.authority is None:
         return base.with_urls(stack.nats_url, stack.redis_url)
-    return stack.settings_for(replace(base, auth_dir=str(stack.authority.directory)), "admin")
+    return stack.settings_for(base.with_(auth_dir=str(stack.authority.directory)), "admin")
 
 
 async def wait_for_workers(settings: Settings, timeout: float = 60.0) -> None:
@@ -172,7 +171,7 @@ async def wait_for_workers(settings: Settings, timeout: float = 60.0) -> None:
 
 def client(settings: Settings, tenant: str, batch: bool = True):  # type: ignore[no-untyped-def]
     return MemoryClient.connect(
-        settings.nats_url,
+        settings.bus.nats_url,
         tenant=tenant,
         agent="bench",
         shards=settings.shards,

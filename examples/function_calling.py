@@ -99,7 +99,7 @@ async def main(short: bool) -> None:
         local_stack() as settings,
         # A credential for this agent alone, as `zeromem auth issue demo planner` writes it.
         await MemoryClient.connect(
-            settings.nats_url,
+            settings.bus.nats_url,
             creds=issue_credentials(settings, "demo", "planner"),
             shards=settings.shards,
         ) as client,

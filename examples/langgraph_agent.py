@@ -93,7 +93,7 @@ async def main(short: bool) -> None:
         local_stack() as settings,
         # A credential for this agent alone, as `zeromem auth issue demo langgraph` writes it.
         await MemoryClient.connect(
-            settings.nats_url,
+            settings.bus.nats_url,
             creds=issue_credentials(settings, "demo", "langgraph"),
             shards=settings.shards,
         ) as client,

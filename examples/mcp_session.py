@@ -52,7 +52,7 @@ async def main(short: bool) -> None:
             ],
             env={
                 **os.environ,
-                "ZEROMEM_NATS_URL": settings.nats_url,
+                "ZEROMEM_NATS_URL": settings.bus.nats_url,
                 "ZEROMEM_SHARDS": str(settings.shards),
                 # the agent's credential, as `zeromem auth issue demo mcp-demo` writes it
                 "ZEROMEM_CREDS": str(issue_credentials(settings, "demo", "mcp-demo")),

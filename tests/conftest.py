@@ -21,10 +21,14 @@ import pytest
 
 from zeromem.auth.authority import Authority
 from zeromem.embedded import EmbeddedStack
-from zeromem.settings import Settings
+from zeromem.settings import BusSettings, Settings, WorkerSettings
 
 # Short timings so redelivery and leases show up within a test.
-TEST_SETTINGS = dict(shards=8, ack_wait_s=2.0, lease_ttl_s=3.0, reaper_interval_s=0.2)
+TEST_SETTINGS = Settings(
+    shards=8,
+    bus=BusSettings(ack_wait_s=2.0),
+    worker=WorkerSettings(lease_ttl_s=3.0, reaper_interval_s=0.2),
+)
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +43,7 @@ def authority(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Authority]:
 def admin_settings(stack: EmbeddedStack, data_dir: Path) -> Settings:
     """Settings on ``stack`` as the operator's admin identity (what tests use to look
     into NATS and Redis); the services derive their own roles from it."""
-    base = Settings(data_dir=data_dir, auth_dir=str(stack.authority.directory), **TEST_SETTINGS)  # type: ignore[arg-type]
+    base = TEST_SETTINGS.with_(data_dir=data_dir, auth_dir=str(stack.authority.directory))
     return stack.settings_for(base, "admin")
 
 
@@ -91,6 +95,6 @@ async def client(running: Settings, tenant: str) -> AsyncIterator[object]:
     from zeromem.sdk import MemoryClient
 
     async with await MemoryClient.connect(
-        running.nats_url, tenant=tenant, agent="tester", shards=running.shards
+        running.bus.nats_url, tenant=tenant, agent="tester", shards=running.shards
     ) as c:
         yield c

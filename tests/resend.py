@@ -1,5 +1,5 @@
 """Sending a command again as a new message, as a client would once JetStream's duplicate
-window (``Settings.dedupe_window_s``) is past: what only the worker's stored result of
+window (``Settings.bus.dedupe_window_s``) is past: what only the worker's stored result of
 the command id can recognise."""
 
 from __future__ import annotations

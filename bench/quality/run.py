@@ -284,7 +284,7 @@ async def run(datasets: dict[str, Dataset], configs: dict[str, RankingConfig]) -
                 path = Path(tmp) / f"{split}.jsonl"
                 write_jsonl(dataset, path)
                 connecting = MemoryClient.connect(
-                    settings.nats_url,
+                    settings.bus.nats_url,
                     tenant=split,
                     agent="quality-bench",
                     timeout=30.0,

@@ -30,7 +30,6 @@ from nats.js.errors import NotFoundError, ServiceUnavailableError
 from redis.asyncio import Redis
 
 from zeromem import naming
-from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -64,7 +63,7 @@ class _Client(NatsClient):
 
 
 def nats_connect_options(settings: Settings) -> dict[str, Any]:
-    """A service's credential (``settings.nats_creds`` or ``nats_token``), its inbox
+    """A service's credential (``settings.bus.nats_creds`` or ``nats_token``), its inbox
     prefix and TLS, as ``nats.connect`` keyword arguments."""
     from zeromem.auth.credentials import Identity, credential_from_settings, nats_options
 
@@ -99,10 +98,11 @@ def connection_events(name: str, client: NatsClient | None = None) -> dict[str, 
 async def connect_nats(settings: Settings, name: str) -> NatsClient:
     nc = _Client() if hasattr(NatsClient, "_parse_header_lines") else NatsClient()
     await nc.connect(
-        settings.nats_servers,
+        settings.bus.nats_servers,
         name=name,
         max_reconnect_attempts=-1,  # a service outlives a broker restart
-        reconnect_time_wait=0.25,
+        # nats-py sleeps this float between attempts; its annotation says int
+        reconnect_time_wait=0.25,  # type: ignore[arg-type]
         pending_size=64 * 1024 * 1024,
         **connection_events(name, nc),
         **nats_connect_options(settings),
@@ -113,14 +113,14 @@ async def connect_nats(settings: Settings, name: str) -> NatsClient:
 def redis_options(settings: Settings) -> dict[str, Any]:
     """User, password and TLS for ``Redis.from_url`` (when not in the URL itself)."""
     options: dict[str, Any] = {}
-    if settings.redis_username:
-        options["username"] = settings.redis_username
-    if settings.redis_password:
-        options["password"] = settings.redis_password
-    if settings.redis_url.startswith("rediss://"):  # TLS is chosen by the URL's scheme
-        options["ssl_ca_certs"] = settings.redis_tls_ca or None
-        options["ssl_certfile"] = settings.redis_tls_cert or None
-        options["ssl_keyfile"] = settings.redis_tls_key or None
+    if settings.store.redis_username:
+        options["username"] = settings.store.redis_username
+    if settings.store.redis_password:
+        options["password"] = settings.store.redis_password
+    if settings.store.redis_url.startswith("rediss://"):  # TLS is chosen by the URL's scheme
+        options["ssl_ca_certs"] = settings.store.redis_tls_ca or None
+        options["ssl_certfile"] = settings.store.redis_tls_cert or None
+        options["ssl_keyfile"] = settings.store.redis_tls_key or None
     return options
 
 
@@ -136,7 +136,7 @@ def connect_redis(settings: Settings, command_timeout_s: float | None = None) ->
     """The Redis client; ``command_timeout_s`` bounds each command (None: unbounded, for
     the write path, whose scripts and rebuilds may run long)."""
     return Redis.from_url(
-        settings.redis_url,
+        settings.store.redis_url,
         decode_responses=False,
         health_check_interval=10,
         socket_timeout=command_timeout_s,
@@ -159,10 +159,10 @@ def command_stream_config(settings: Settings) -> StreamConfig:
         retention=RetentionPolicy.LIMITS,  # the log is kept: audit and rebuild read it
         storage=StorageType.FILE,
         discard=DiscardPolicy.NEW,
-        max_age=settings.stream_max_age_s or None,
-        max_bytes=settings.stream_max_bytes or None,
-        duplicate_window=settings.dedupe_window_s,
-        num_replicas=settings.stream_replicas,
+        max_age=settings.bus.stream_max_age_s or None,
+        max_bytes=settings.bus.stream_max_bytes or None,
+        duplicate_window=settings.bus.dedupe_window_s,
+        num_replicas=settings.bus.stream_replicas,
     )
 
 
@@ -173,13 +173,13 @@ def dead_letter_stream_config(settings: Settings) -> StreamConfig:
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
         discard=DiscardPolicy.OLD,
-        max_age=settings.dead_letter_max_age_s or None,
-        max_bytes=settings.dead_letter_max_bytes or None,
-        num_replicas=settings.stream_replicas,
+        max_age=settings.bus.dead_letter_max_age_s or None,
+        max_bytes=settings.bus.dead_letter_max_bytes or None,
+        num_replicas=settings.bus.stream_replicas,
     )
 
 
-def change_stream_config(settings: Settings, lifecycle: LifecycleSettings) -> StreamConfig:
+def change_stream_config(settings: Settings) -> StreamConfig:
     """The change feed, retained for a while so a subscriber that was away resumes from
     where it stopped (a position or a time) instead of missing what happened."""
     return StreamConfig(
@@ -188,22 +188,22 @@ def change_stream_config(settings: Settings, lifecycle: LifecycleSettings) -> St
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
         discard=DiscardPolicy.OLD,
-        max_age=lifecycle.change_max_age_s or None,
-        max_bytes=lifecycle.change_max_bytes or None,
-        num_replicas=settings.stream_replicas,
+        max_age=settings.bus.change_max_age_s or None,
+        max_bytes=settings.bus.change_max_bytes or None,
+        num_replicas=settings.bus.stream_replicas,
     )
 
 
-def audit_stream_config(settings: Settings, lifecycle: LifecycleSettings) -> StreamConfig:
+def audit_stream_config(settings: Settings) -> StreamConfig:
     return StreamConfig(
         name=naming.AUDIT_STREAM,
         subjects=[naming.AUDIT_SUBJECTS],
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
         discard=DiscardPolicy.OLD,
-        max_age=lifecycle.audit_max_age_s or None,
-        max_bytes=lifecycle.audit_max_bytes or None,
-        num_replicas=settings.stream_replicas,
+        max_age=settings.bus.audit_max_age_s or None,
+        max_bytes=settings.bus.audit_max_bytes or None,
+        num_replicas=settings.bus.stream_replicas,
     )
 
 
@@ -222,16 +222,16 @@ def shard_consumer_config(settings: Settings, name: str, shard: int, after: int)
         # One ack per batch covers every earlier message: a shard is applied strictly in
         # order, so acking the batch's last message is exactly "all of these are applied".
         ack_policy=AckPolicy.ALL,
-        ack_wait=settings.ack_wait_s,
+        ack_wait=settings.bus.ack_wait_s,
         max_deliver=-1,  # a command is never dropped: a failing apply is retried, not lost
         # At least the shard's read-ahead window (Limits.shard_window), one command per
         # message at worst: the server must let the worker see past one tenant's backlog.
-        max_ack_pending=max(4 * settings.batch_size, 1024, settings.limits.shard_window),
+        max_ack_pending=max(4 * settings.worker.batch_size, 1024, settings.limits.shard_window),
         max_waiting=64,
         # The server removes a consumer nobody pulls from for this long (its owner died
         # and no other took the shard over). Losing one loses nothing: a new owner starts
         # its own from the position Redis holds.
-        inactive_threshold=max(300.0, 10 * settings.lease_ttl_s),
+        inactive_threshold=max(300.0, 10 * settings.worker.lease_ttl_s),
     )
 
 
@@ -333,21 +333,18 @@ def _keep_history(config: StreamConfig, stored: int, current_cap: int | None) ->
     return replace(config, max_bytes=current_cap)
 
 
-async def provision(
-    js: JetStreamContext, settings: Settings, lifecycle: LifecycleSettings | None = None
-) -> None:
+async def provision(js: JetStreamContext, settings: Settings) -> None:
     """Create (or update) the command, dead-letter, change and audit streams. The shard
     consumers are the workers' own (``open_shard_consumer``)."""
-    lifecycle = lifecycle or LifecycleSettings.from_env()
     configs = (
         command_stream_config(settings),
         dead_letter_stream_config(settings),
-        change_stream_config(settings, lifecycle),
-        audit_stream_config(settings, lifecycle),
+        change_stream_config(settings),
+        audit_stream_config(settings),
     )
     # A cluster that has just started answers JetStream requests only once it has elected
     # its meta leader (about 5 s for three nodes here): wait that long, not for ever.
-    deadline = time.monotonic() + settings.jetstream_ready_s
+    deadline = time.monotonic() + settings.bus.jetstream_ready_s
     for config in configs:
         while True:
             try:
@@ -356,7 +353,7 @@ async def provision(
             except (NatsTimeoutError, ServiceUnavailableError) as exc:
                 if time.monotonic() > deadline:
                     raise RuntimeError(
-                        f"JetStream did not answer within {settings.jetstream_ready_s:g}s "
+                        f"JetStream did not answer within {settings.bus.jetstream_ready_s:g}s "
                         f"(ZEROMEM_JETSTREAM_READY_S): {exc or type(exc).__name__}"
                     ) from exc
                 log.info("JetStream not ready yet (%s); waiting", exc or type(exc).__name__)

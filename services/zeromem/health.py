@@ -2,7 +2,7 @@
 (liveness) and ``/readyz`` (readiness), for Kubernetes probes and anyone else asking.
 
 * ``/healthz`` is 200 while the process's event loop turns: a task beats every second and
-  the answer is 503 once no beat came for ``Settings.liveness_stall_s``. A loop blocked by
+  the answer is 503 once no beat came for ``Settings.telemetry.liveness_stall_s``. A loop blocked by
   a stuck call answers nothing else either, so that is what a restart can cure; a broker
   or database that is down is not (restarting would not bring it back), and only makes
   the process unready.

@@ -1,5 +1,6 @@
 """Every limit zeromem enforces, by name, with its default: one frozen section of the
-settings (``Settings.limits``), read from ``ZEROMEM_LIMIT_<NAME>`` variables.
+settings (``Settings.limits``), read from ``ZEROMEM_LIMIT_<NAME>`` variables by
+``zeromem.settings``.
 
 A limit is checked where its input is admitted (the worker's intake for commands, the read
 services' admission for requests) and a refusal names it: a dead letter's reason or an
@@ -13,11 +14,7 @@ Quotas (per tenant) are limits too; 0 turns a quota off.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, fields
-from typing import Any
-
-ENV_PREFIX = "ZEROMEM_LIMIT_"
+import msgspec
 
 # Agent and reader ids: letters, digits and ``_ - . : @ / + =``. No whitespace or control
 # characters (log lines, the CLI's tables), and no ``|``, which the usage ledger uses
@@ -25,8 +22,7 @@ ENV_PREFIX = "ZEROMEM_LIMIT_"
 AGENT_CHARSET = r"^[A-Za-z0-9_\-.:@/+=]+$"
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
+class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # --- commands, checked by the workers at admission --------------------------------
     # Commands one batch message may carry (the SDK sends at most 128). Over it, the
     # message is dead-lettered whole, once: refusing each command would publish as many
@@ -34,7 +30,7 @@ class Limits:
     batch_commands: int = 1000
     # Bytes of a put's value or a patch's patch, msgpack-encoded.
     value_bytes: int = 64 * 1024
-    # Lists and maps nested inside a value, a patch, or a recall's strategy.
+    # Lists and maps nested inside a value or a patch (a recall's strategy is typed).
     nesting_depth: int = 32
     # Characters of a memory's content (the wire contract's own maximum is 200).
     content_chars: int = 200
@@ -54,7 +50,7 @@ class Limits:
     # Stored command results (what answers a command sent again with the same id) of one
     # tenant on one shard, at most, and the bytes they count for (key and value); past
     # either bound the oldest by stream order are deleted (each also expires after
-    # ``Settings.result_ttl_s``). A put's record counts 164 bytes and takes 248 in Redis
+    # ``Settings.store.result_ttl_s``). A put's record counts 164 bytes and takes 248 in Redis
     # plus its index member, about 300 in all (measured: tests/integration/
     # test_retention.py), so the defaults keep a tenant's latest 100,000 commands per
     # shard, about 30 MB of Redis; the byte bound (16 MiB, as many such records) binds
@@ -85,7 +81,7 @@ class Limits:
     shard_window: int = 65536
     shard_window_bytes: int = 8 * 1024 * 1024
     # Commands of one tenant per apply round while other tenants' commands wait in the
-    # window; alone, a tenant gets whole rounds (``Settings.batch_size``).
+    # window; alone, a tenant gets whole rounds (``Settings.worker.batch_size``).
     tenant_round_share: int = 64
 
     # Estimated Redis cost of one commit script call, in index writes (worker/commit_cost.py:
@@ -157,9 +153,9 @@ class Limits:
     metric_tenants: int = 1000
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            if getattr(self, f.name) < 0:
-                raise ValueError(f"limit {f.name} must not be negative")
+        for name in self.__struct_fields__:
+            if getattr(self, name) < 0:
+                raise ValueError(f"limit {name} must not be negative")
         if (
             min(
                 self.tenant_in_flight,
@@ -173,33 +169,7 @@ class Limits:
                 "tenant_in_flight(_shared), reads_in_flight, message_attempts: at least 1"
             )
 
-    @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Limits:
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            raw = env.get(ENV_PREFIX + f.name.upper())
-            if raw is not None:
-                values[f.name] = type(getattr(cls(), f.name))(raw)
-        values.update(overrides)
-        return cls(**values)
-
-    def env(self) -> dict[str, str]:
-        """The variables that give another process these limits (those off the defaults)."""
-        default = Limits()
-        return {
-            ENV_PREFIX + f.name.upper(): str(getattr(self, f.name))
-            for f in fields(self)
-            if getattr(self, f.name) != getattr(default, f.name)
-        }
-
 
 def refusal(limit: str, detail: str) -> str:
     """The reason text of a refusal: ``limit <name>: <detail>``."""
     return f"limit {limit}: {detail}"
-
-
-def documented() -> list[tuple[str, object, str]]:
-    """(name, default, environment variable) of every limit, in declaration order."""
-    default = Limits()
-    return [(f.name, getattr(default, f.name), ENV_PREFIX + f.name.upper()) for f in fields(Limits)]

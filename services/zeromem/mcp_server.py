@@ -38,7 +38,7 @@ from mcp.server.stdio import stdio_server
 
 from zeromem.auth.mcp_tokens import McpTokens, TokenIdentity
 from zeromem.sdk.client import MemoryClient, Wait
-from zeromem.settings import Settings
+from zeromem.settings import Settings, SettingsError
 from zeromem.tools import ToolDispatcher, tool_definitions
 
 log = logging.getLogger(__name__)
@@ -166,6 +166,7 @@ class MemoryToolServer:
     async def serve_http(self, host: str, port: int) -> None:
         import uvicorn
         from mcp.server.auth.settings import AuthSettings
+        from pydantic import AnyHttpUrl
 
         if self.tokens is None or not len(self.tokens):
             raise RuntimeError(
@@ -180,21 +181,23 @@ class MemoryToolServer:
             # validate_token_resource off: these tokens are this server's own (the token
             # file), not an authorization server's issued for several resources.
             auth=AuthSettings(
-                issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False
+                issuer_url=AnyHttpUrl(base),
+                resource_server_url=AnyHttpUrl(f"{base}/mcp"),
+                validate_token_resource=False,
             ),
         )
         config = uvicorn.Config(app, host=host, port=port, log_level="warning")
         http = uvicorn.Server(config)
         health_server = None
-        if self.settings.metrics_port:
+        if self.settings.telemetry.metrics_port:
             # /healthz and /readyz (ready once the HTTP transport listens) on the metrics
             # address, as every other zeromem process (zeromem.health)
             from zeromem.health import Health, serve_health
 
-            health = Health(self.settings.liveness_stall_s)
+            health = Health(self.settings.telemetry.liveness_stall_s)
             health.ready_when("http_listening", lambda: bool(http.started))
             health_server = serve_health(
-                health, self.settings.metrics_host, self.settings.metrics_port
+                health, self.settings.telemetry.metrics_host, self.settings.telemetry.metrics_port
             )
             health.started()
         try:
@@ -233,8 +236,8 @@ def _caller(ctx: Any, tokens: McpTokens) -> TokenIdentity | None:
 
 def nats_url(settings: Settings) -> str:
     """The configured NATS URL, else the embedded stack's (``zeromem up`` in data_dir)."""
-    if settings.nats_url:
-        return settings.nats_url
+    if settings.bus.nats_url:
+        return settings.bus.nats_url
     from zeromem.embedded import find_running_stack
 
     info = find_running_stack(settings.data_dir)
@@ -288,8 +291,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", help="bearer token file for http (default: the authority's)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)  # stdout is the wire
+    try:
+        settings = Settings.from_env()
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2  # as the CLI's exit code for a mistake in its input
     return run_mcp(
-        Settings.from_env(),
+        settings,
         args.transport,
         args.host,
         args.port,

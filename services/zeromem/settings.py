@@ -1,38 +1,63 @@
-"""Settings, built explicitly (``Settings.from_env()``), never read at import time."""
+"""The settings of a zeromem process: one frozen object in sections, built once per entry
+point (``Settings.from_env()`` in the CLI command, the SDK's ``connect``, the MCP server)
+and passed down. This is the only module that reads the environment; nothing reads it at
+import time.
+
+Every field has one environment variable: the section's prefix and the field's name in
+capitals (``bus.stream_replicas``: ``ZEROMEM_STREAM_REPLICAS``; ``limits.value_bytes``:
+``ZEROMEM_LIMIT_VALUE_BYTES``; ``inspect.port``: ``ZEROMEM_INSPECT_PORT``), a few also the
+names other tools use (``NATS_URL``, ``REDIS_URL``, ``OTEL_EXPORTER_OTLP_ENDPOINT``: see
+``ALSO_READ`` and ``NAMED``). The values are converted by ``msgspec.convert`` against the
+fields' types, so a bad value is one error naming its variable and the type expected.
+An empty value leaves a number's or a flag's default (a text field takes it as given).
+"""
 
 from __future__ import annotations
 
+import functools
 import os
-from dataclasses import dataclass, field, fields, replace
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+import msgspec
 
 from zeromem.limits import Limits
 from zeromem.naming import DEFAULT_SHARDS
 
-ENV_PREFIX = "ZEROMEM_"
-# Conventional variables read when the ZEROMEM_ one is unset, in this order.
-_CONVENTIONAL = {
-    "nats_url": ("NATS_URL",),
-    "redis_url": ("REDIS_URL",),
-    "nats_creds": ("NATS_CREDS", "ZEROMEM_CREDS"),
-    "nats_token": ("ZEROMEM_TOKEN",),
-}
+# Key names and value fields that hold secrets unless a deployment says otherwise. Matched
+# against the name as written and its normal form (``X-Auth-Token`` -> ``_x_auth_token_``,
+# see lifecycle.redact): long words anywhere in a name, short ones as whole words only, so
+# ``db_pwd`` and ``authToken`` are secrets and ``author`` and ``max_tokens`` are not.
+DEFAULT_SENSITIVE_PATTERN = (
+    r"(?i)(password|passwd|passphrase|secret|credential|authoriz|bearer|cookie"
+    r"|api_?key|access_?key|private_?key|signing_?key|client_?key|encryption_?key"
+    r"|_(?:pwd|pass|auth|oauth|token|ssn|session|sid|pin|otp|cvv|cvc|jwt)_)"
+)
 
 
-@dataclass(frozen=True, slots=True)
-class Settings:
-    nats_url: str = ""  # empty: use the running embedded stack (see zeromem.embedded)
-    redis_url: str = ""
-    shards: int = DEFAULT_SHARDS
-    data_dir: Path = field(default_factory=lambda: Path(".zeromem"))
-    batch_size: int = 512
+class BusSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """NATS: where it is, how this process authenticates, the streams' shape and retention."""
+
+    # Empty: use the running embedded stack (see zeromem.embedded). Several nodes of a
+    # cluster are comma-separated (``nats_servers``).
+    nats_url: str = ""
+    # --- security (docs/security.md) ---
+    nats_creds: str = ""  # creds file this process connects with
+    nats_token: str = ""  # or a bearer token (a JWT issued with `zeromem auth issue --token`)
+    nats_tls_ca: str = ""  # CA bundle for tls:// (or any TLS) NATS URLs
+    nats_tls_cert: str = ""  # client certificate, when the server asks for one
+    nats_tls_key: str = ""
+    nats_tls_hostname: str = ""
+    # --- the command stream and its consumers ---
     ack_wait_s: float = 30.0
     dedupe_window_s: float = 120.0  # JetStream duplicate window on command ids
-    result_ttl_s: int = 7 * 24 * 3600  # how long a command's result answers redeliveries
-    tombstone_ttl_s: int = 7 * 24 * 3600
-    lease_ttl_s: float = 10.0
-    reaper_interval_s: float = 1.0
+    jetstream_ready_s: float = 30.0  # how long a starting process waits for JetStream
+    # Copies of every stream on a JetStream cluster (1 on a single server; 3 on a
+    # three-node cluster survive the loss of one node with nothing acknowledged lost).
+    stream_replicas: int = 1
     # --- retention of the streams (docs/retention.md) ---
     # The command log (ZM_COMMANDS) is the system of record: ``zeromem rebuild`` replays
     # it from its first command. 0 keeps it forever; a positive age drops commands older
@@ -51,27 +76,54 @@ class Settings:
     # not fill the disk); the oldest go first.
     dead_letter_max_age_s: float = 30 * 24 * 3600.0
     dead_letter_max_bytes: int = 1 << 30
-    # Copies of every stream on a JetStream cluster (1 on a single server; 3 on a
-    # three-node cluster survive the loss of one node with nothing acknowledged lost).
-    stream_replicas: int = 1
-    jetstream_ready_s: float = 30.0  # how long a starting process waits for JetStream
-    metrics_port: int = 0  # Prometheus scrape endpoint of this process; 0: none
-    metrics_host: str = "127.0.0.1"  # its address: 0.0.0.0 for a scraper in the cluster
-    # /healthz (on the metrics address) fails once the event loop did not turn for this long
-    liveness_stall_s: float = 30.0
-    # --- security (docs/security.md) ---
-    nats_creds: str = ""  # creds file this process connects with
-    nats_token: str = ""  # or a bearer token (a JWT issued with `zeromem auth issue --token`)
-    auth_dir: str = ""  # the local issuing authority; empty: {data_dir}/auth
-    nats_tls_ca: str = ""  # CA bundle for tls:// (or any TLS) NATS URLs
-    nats_tls_cert: str = ""  # client certificate, when the server asks for one
-    nats_tls_key: str = ""
-    nats_tls_hostname: str = ""
+    audit_max_age_s: float = 90 * 24 * 3600.0  # how long the audit stream keeps records
+    # ... and how much of it at most (an entry per applied command: a busy fleet writes
+    # far more than 2 GiB in 90 days, and the trail must not fill the disk); the oldest
+    # entries go first.
+    audit_max_bytes: int = 2 << 30
+    change_max_age_s: float = 7 * 24 * 3600.0  # how far back a change feed can resume
+    # ... and how much of it is kept at most (events carry the memory: a busy fleet would
+    # otherwise fill the disk within the age limit); the oldest events go first.
+    change_max_bytes: int = 1 << 30
+
+    @property
+    def nats_servers(self) -> list[str]:
+        return nats_servers(self.nats_url)
+
+
+class StoreSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Redis: where it is, who this process is there, and how long records are kept."""
+
+    redis_url: str = ""  # empty: use the running embedded stack
     redis_username: str = ""  # or in the URL: redis://user:password@host:port/0
     redis_password: str = ""
     redis_tls_ca: str = ""  # for rediss:// URLs
     redis_tls_cert: str = ""
     redis_tls_key: str = ""
+    result_ttl_s: int = 7 * 24 * 3600  # how long a command's result answers redeliveries
+    tombstone_ttl_s: int = 7 * 24 * 3600
+
+
+class WorkerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How the workers take and apply their shards' commands."""
+
+    batch_size: int = 512
+    lease_ttl_s: float = 10.0
+    reaper_interval_s: float = 1.0
+    # How far a put's own created_at / updated_at may differ from the time its command was
+    # stored; older times only through the import subject (``zeromem import``).
+    max_clock_skew_s: float = 300.0
+
+
+class LifecycleSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Redaction, archiving and encryption at rest (the streams' retention is in
+    ``BusSettings``)."""
+
+    # A memory whose key name matches, or a value field whose name matches, is redacted in
+    # the audit trail and in log lines (as is every memory put with ``sensitive=True``).
+    sensitive_pattern: str = DEFAULT_SENSITIVE_PATTERN
+    archive_after_days: float = 0.0  # 0: the workers schedule no archiving
+    archive_interval_s: float = 3600.0
     # --- encryption at rest (README "Encryption at rest", docs/security.md) ---
     # The master key wrapping every owner's data key: 32 bytes, base64. `zeromem up`
     # generates one in its data dir when unset; empty elsewhere: nothing is encrypted.
@@ -79,43 +131,244 @@ class Settings:
     # Tenants whose every memory is encrypted (comma-separated; "*": all). Memories put
     # with sensitive=True are encrypted in every tenant once a master key is set.
     encrypt_tenants: str = ""
-    # Every limit and quota (``ZEROMEM_LIMIT_*``), in one section: see ``zeromem.limits``.
-    limits: Limits = field(default_factory=Limits)
-    # How far a put's own created_at / updated_at may differ from the time its command was
-    # stored; older times only through the import subject (``zeromem import``).
-    max_clock_skew_s: float = 300.0
 
-    @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
-        """Read ``ZEROMEM_*`` variables (and the conventional NATS_URL / REDIS_URL)."""
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        values["limits"] = Limits.from_env(env)
-        for f in fields(cls):
-            if f.name == "limits":
-                continue
-            raw = env.get(ENV_PREFIX + f.name.upper())
-            for conventional in _CONVENTIONAL.get(f.name, ()):
-                if raw is None:
-                    raw = env.get(conventional)
-            if raw is None:
-                continue
-            default = getattr(cls(), f.name)
-            values[f.name] = type(default)(raw) if not isinstance(default, Path) else Path(raw)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+
+class TelemetrySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Metrics, traces and the health endpoints of this process."""
+
+    metrics_port: int = 0  # Prometheus scrape endpoint of this process; 0: none
+    metrics_host: str = "127.0.0.1"  # its address: 0.0.0.0 for a scraper in the cluster
+    # /healthz (on the metrics address) fails once the event loop did not turn for this long
+    liveness_stall_s: float = 30.0
+    # OTLP over HTTP when one of these standard variables is set (the exporter reads the
+    # other OTEL_* variables itself).
+    otlp_endpoint: str = ""
+    otlp_metrics_endpoint: str = ""
+    otlp_traces_endpoint: str = ""
 
     @property
-    def nats_servers(self) -> list[str]:
-        return nats_servers(self.nats_url)
+    def otlp_metrics(self) -> bool:
+        return bool(self.otlp_endpoint or self.otlp_metrics_endpoint)
 
-    def with_urls(self, nats_url: str, redis_url: str) -> Settings:
-        return replace(self, nats_url=nats_url, redis_url=redis_url)
+    @property
+    def otlp_traces(self) -> bool:
+        return bool(self.otlp_endpoint or self.otlp_traces_endpoint)
+
+
+class InspectSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The inspector (``zeromem inspect``): every limit the page enforces is named here."""
+
+    host: str = "127.0.0.1"
+    port: int = 8766
+    # Bearer tokens (``zeromem auth inspect-token``); empty: inspect-tokens.json of the
+    # local authority.
+    tokens_file: str = ""
+    page_size: int = 50  # owners, memories, tenants per page (the read services cap 200)
+    # Audit records read for one memory's version history at most: from the memory's
+    # creation on, in its shard's audit subject only (never the tenant's whole trail).
+    history_scan_limit: int = 2000
+    dead_letters_shown: int = 100  # the latest dead letters listed (operators)
+    # Dead letters looked through for one tenant's latest (a filter, not a scan of all).
+    dead_letter_window: int = 5000
+    max_streams: int = 32  # live streams (server-sent events) open at once, all viewers
+    max_connections: int = 64  # viewers' NATS connections kept open (least recent closed)
+    stream_ping_s: float = 15.0  # keep-alive comment on an idle live stream
+    request_timeout_s: float = 5.0  # a read through NATS, before the page says so
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Everything a process is configured with: the deployment's shape at the top, each
+    concern in its section."""
+
+    shards: int = DEFAULT_SHARDS
+    data_dir: Path = msgspec.field(default_factory=lambda: Path(".zeromem"))
+    auth_dir: str = ""  # the local issuing authority; empty: {data_dir}/auth
+    debug: bool = False  # the CLI prints tracebacks (as with --debug)
+    bus: BusSettings = msgspec.field(default_factory=BusSettings)
+    store: StoreSettings = msgspec.field(default_factory=StoreSettings)
+    worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
+    lifecycle: LifecycleSettings = msgspec.field(default_factory=LifecycleSettings)
+    telemetry: TelemetrySettings = msgspec.field(default_factory=TelemetrySettings)
+    # Every limit and quota (``ZEROMEM_LIMIT_*``): see ``zeromem.limits``.
+    limits: Limits = msgspec.field(default_factory=Limits)
+    inspect: InspectSettings = msgspec.field(default_factory=InspectSettings)
+
+    # The prefix of each section's variables; the top-level fields take ``ZEROMEM_``.
+    PREFIXES: ClassVar[dict[str, str]] = {
+        "bus": "ZEROMEM_",
+        "store": "ZEROMEM_",
+        "worker": "ZEROMEM_",
+        "lifecycle": "ZEROMEM_",
+        "telemetry": "ZEROMEM_",
+        "limits": "ZEROMEM_LIMIT_",
+        "inspect": "ZEROMEM_INSPECT_",
+    }
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings the environment (``os.environ`` unless given) describes; a bad
+        value raises ``SettingsError`` naming its variable."""
+        env = os.environ if environ is None else environ
+        given: dict[tuple[str, ...], tuple[str, str]] = {}  # field path -> (variable, raw)
+        data: dict[str, Any] = {}
+        for variable in variables():
+            found = variable.lookup(env)
+            if found is None:
+                continue
+            given[variable.path] = found
+            *sections, name = variable.path
+            target = data
+            for section in sections:
+                target = target.setdefault(section, {})
+            target[name] = found[1]
+        try:
+            return msgspec.convert(data, cls, strict=False, dec_hook=_decode_path)
+        except msgspec.ValidationError as exc:
+            raise SettingsError.of(exc, given) from None
 
     @property
     def authority_dir(self) -> Path:
         """Where the local issuing authority lives (``zeromem up`` creates it)."""
         return Path(self.auth_dir) if self.auth_dir else self.data_dir / "auth"
+
+    def with_urls(self, nats_url: str, redis_url: str) -> Settings:
+        return self.with_(bus={"nats_url": nats_url}, store={"redis_url": redis_url})
+
+    def with_(self, **changes: Any) -> Settings:
+        """A copy with ``changes``: a field's new value, or for a section a dict of its
+        fields' (``settings.with_(shards=4, bus={"nats_creds": path})``)."""
+        values: dict[str, Any] = {}
+        for name, change in changes.items():
+            if isinstance(change, dict):
+                change = msgspec.structs.replace(getattr(self, name), **change)
+            values[name] = change
+        return msgspec.structs.replace(self, **values)
+
+    def env(self) -> dict[str, str]:
+        """The variables that give another process these settings (those off the
+        defaults), each under its field's own name."""
+        default = Settings()
+        changed = {}
+        for variable in variables():
+            value = variable.value_in(self)
+            if value != variable.value_in(default):
+                changed[variable.names[0]] = str(value)
+        return changed
+
+
+class SettingsError(ValueError):
+    """A variable whose value does not convert to its field's type, or breaks its rule."""
+
+    def __init__(self, variable: str, value: str, expected: str) -> None:
+        self.variable, self.value, self.expected = variable, value, expected
+        super().__init__(f"{variable}={value!r}: {expected}")
+
+    @classmethod
+    def of(
+        cls, exc: msgspec.ValidationError, given: Mapping[tuple[str, ...], tuple[str, str]]
+    ) -> SettingsError:
+        message, _, where = str(exc).partition(" - at `$")
+        path = tuple(part for part in where.rstrip("`").split(".") if part)
+        if path in given:
+            variable, raw = given[path]
+            kind = _KIND_NAMES.get(_field_type(path), "a valid value")
+            if message.startswith("Expected"):
+                return cls(variable, raw, f"expected {kind}")
+            return cls(variable, raw, f"expected {kind}: {message[:1].lower()}{message[1:]}")
+        # A section's own rule (Limits.__post_init__): its message names the field.
+        for field_path, (variable, raw) in given.items():
+            if field_path[:-1] == path and re.search(rf"\b{field_path[-1]}\b", message):
+                return cls(variable, raw, message)
+        return cls(", ".join(v for v, _ in given.values()) or "settings", "", message)
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """One field of the settings and the variables it is read from, first found wins."""
+
+    path: tuple[str, ...]  # ("bus", "nats_url"), or ("shards",) for a top-level field
+    names: tuple[str, ...]
+
+    def lookup(self, env: Mapping[str, str]) -> tuple[str, str] | None:
+        """(variable, value) of the first of ``names`` set; None when none is (an empty
+        value counts as unset except for a text field)."""
+        text = _field_type(self.path) is str
+        for name in self.names:
+            raw = env.get(name)
+            if raw is not None and (raw != "" or text):
+                return name, raw
+        return None
+
+    def value_in(self, settings: Settings) -> Any:
+        value: Any = settings
+        for part in self.path:
+            value = getattr(value, part)
+        return value
+
+
+# Variables also read, in this order, when a field's own is unset: names other tools use.
+ALSO_READ: dict[str, tuple[str, ...]] = {
+    "ZEROMEM_NATS_URL": ("NATS_URL",),
+    "ZEROMEM_REDIS_URL": ("REDIS_URL",),
+    "ZEROMEM_NATS_CREDS": ("NATS_CREDS", "ZEROMEM_CREDS"),
+    "ZEROMEM_NATS_TOKEN": ("ZEROMEM_TOKEN",),
+}
+# Fields read from a standard variable only, instead of a name of their own.
+NAMED: dict[tuple[str, ...], str] = {
+    ("telemetry", "otlp_endpoint"): "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ("telemetry", "otlp_metrics_endpoint"): "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    ("telemetry", "otlp_traces_endpoint"): "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+}
+
+
+@functools.cache
+def variables() -> tuple[Variable, ...]:
+    """Every field of the settings with its variables, sections in declaration order."""
+    found = []
+    for field in msgspec.structs.fields(Settings):
+        prefix = Settings.PREFIXES.get(field.name)
+        if prefix is None:
+            found.append(_variable((field.name,), "ZEROMEM_"))
+            continue
+        for inner in msgspec.structs.fields(field.type):
+            found.append(_variable((field.name, inner.name), prefix))
+    return tuple(found)
+
+
+def _variable(path: tuple[str, ...], prefix: str) -> Variable:
+    own = NAMED.get(path) or prefix + path[-1].upper()
+    return Variable(path, (own, *ALSO_READ.get(own, ())))
+
+
+@functools.cache
+def _field_type(path: tuple[str, ...]) -> Any:
+    owner: Any = Settings
+    kind: Any = None
+    for part in path:
+        kind = {f.name: f.type for f in msgspec.structs.fields(owner)}[part]
+        owner = kind
+    return kind
+
+
+_KIND_NAMES: dict[Any, str] = {
+    int: "an integer",
+    float: "a number",
+    bool: "true or false (1 or 0)",
+    str: "text",
+    Path: "a path",
+}
+
+
+def _decode_path(kind: type, value: Any) -> Any:
+    if kind is Path and isinstance(value, str):
+        return Path(value)
+    raise NotImplementedError
+
+
+def child_environment(**variables: str) -> dict[str, str]:
+    """This process's environment with ``variables`` set: a child process started with it
+    builds its settings from it, so it gets this process's and these changes."""
+    return {**os.environ, **variables}
 
 
 def nats_servers(url: str) -> list[str]:

@@ -39,13 +39,13 @@ def shape_refusal(value: object, *, depth_limit: int, where: str) -> str | None:
                 "nesting_depth", f"{where} nests lists and maps more than {depth_limit} deep"
             )
         if type(node) is dict:
-            for key in node:  # type: ignore[attr-defined]
+            for key in node:
                 if type(key) is not str:
                     return refusal(
                         "map_keys",
                         f"{where} has a map key of type {type(key).__name__}: map keys are strings",
                     )
-            children = node.values()  # type: ignore[attr-defined]
+            children = node.values()
         else:
             children = node  # type: ignore[assignment]
         for child in children:

@@ -69,7 +69,7 @@ async def test_a_node_client_follows_the_published_contract(
     process = await asyncio.create_subprocess_exec(
         node,
         "client.mjs",
-        running.nats_url,
+        running.bus.nats_url,
         str(creds),
         tenant,
         "node-client",

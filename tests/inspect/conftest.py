@@ -50,7 +50,7 @@ class Inspector:
 
     async def agent(self, tenant: str, agent: str = "writer") -> MemoryClient:
         client = await MemoryClient.connect(
-            self.settings.nats_url, tenant=tenant, agent=agent, shards=self.settings.shards
+            self.settings.bus.nats_url, tenant=tenant, agent=agent, shards=self.settings.shards
         )
         self.clients.append(client)
         return client

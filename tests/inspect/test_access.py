@@ -93,7 +93,7 @@ async def test_the_server_refuses_where_the_page_would_not(
     assert own.tenant == inspector.a  # bound to its credential's tenant, whatever was asked
     # one level down: tenant a's connection addressing tenant b's subjects
     forged = MemoryClient(own.nc, tenant=inspector.b, agent=viewer.agent, timeout=0.5)
-    with caplog.at_level(logging.WARNING, logger="zeromem.sdk.client"):
+    with caplog.at_level(logging.WARNING, logger="zeromem.sdk.connection"):
         for attempt in (
             forged.get("user:u1:pref"),
             forged.list("user:u1:"),

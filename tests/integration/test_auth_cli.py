@@ -28,9 +28,9 @@ async def test_issue_use_and_revoke_a_credential(
 ) -> None:
     env = dict(
         os.environ,
-        ZEROMEM_NATS_URL=running.nats_url,
+        ZEROMEM_NATS_URL=running.bus.nats_url,
         ZEROMEM_SHARDS=str(running.shards),
-        ZEROMEM_REDIS_URL=running.redis_url,
+        ZEROMEM_REDIS_URL=running.store.redis_url,
     )
     assert (await cli(env, "auth", "tenant", "create", tenant)).returncode == 0
     creds = tmp_path / "writer.creds"

@@ -54,7 +54,7 @@ async def test_each_bad_message_is_dead_lettered_and_valid_ones_apply(isolated) 
     js = nc.jetstream()
     try:
         async with await MemoryClient.connect(
-            settings.nats_url, tenant="acme", agent="a", shards=settings.shards
+            settings.bus.nats_url, tenant="acme", agent="a", shards=settings.shards
         ) as client:
             shard_of_u1 = naming.shard_for("acme", "user:u1", settings.shards)
             n = 0
@@ -117,7 +117,7 @@ async def test_a_bad_command_in_a_batch_is_refused_alone(isolated) -> None:
     nc = await connect_nats(settings, "bad-batch-test")
     js = nc.jetstream()
     agent = await MemoryClient.connect(
-        settings.nats_url, tenant="acme", agent="a", shards=settings.shards
+        settings.bus.nats_url, tenant="acme", agent="a", shards=settings.shards
     )
     try:
         shard = naming.shard_for("acme", "user:u1", settings.shards)
@@ -149,7 +149,7 @@ async def test_a_bad_command_in_a_batch_is_refused_alone(isolated) -> None:
             headers={naming.BATCH_HEADER: "2", naming.MSG_ID_HEADER: "b2"},
         )
         async with await MemoryClient.connect(
-            settings.nats_url, tenant="acme", shards=settings.shards
+            settings.bus.nats_url, tenant="acme", shards=settings.shards
         ) as client:
             after = await client.put("user:u1:seq", 4, wait="applied")
             assert after.version == 5  # the batch's four puts came first, in order

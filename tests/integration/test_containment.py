@@ -51,7 +51,7 @@ async def canary_delay(settings: Settings, shard: int, tenant: str = "canary") -
     """Seconds until another tenant's put on ``shard`` is applied (inf: not in time)."""
     owner = owner_on_shard(tenant, shard, settings.shards)
     async with await MemoryClient.connect(
-        settings.nats_url, tenant=tenant, shards=settings.shards, timeout=CANARY_LIMIT_S
+        settings.bus.nats_url, tenant=tenant, shards=settings.shards, timeout=CANARY_LIMIT_S
     ) as client:
         started = time.monotonic()
         try:
@@ -178,7 +178,7 @@ async def test_a_command_the_engine_cannot_handle_is_rejected_and_dead_lettered(
     )
     assert await canary_delay(settings, shard) < CANARY_LIMIT_S
     async with await MemoryClient.connect(
-        settings.nats_url, tenant="acme", shards=settings.shards
+        settings.bus.nats_url, tenant="acme", shards=settings.shards
     ) as client:
         assert (await client.get("user:u1:before")) is not None
         assert (await client.get("user:u1:after")) is not None

@@ -18,7 +18,7 @@ async def test_info_tells_the_version_shards_and_limits(
     info = await client.info()
     assert info.version == WIRE_VERSION
     assert info.shards == running.shards
-    assert info.dedupe_window_s == running.dedupe_window_s
+    assert info.dedupe_window_s == running.bus.dedupe_window_s
     assert info.batch_commands == running.limits.batch_commands
     assert info.value_bytes == running.limits.value_bytes
     assert info.max_payload == client.nc.max_payload > 0
@@ -27,7 +27,7 @@ async def test_info_tells_the_version_shards_and_limits(
 async def test_a_client_discovers_the_shard_count(running: Settings, tenant: str) -> None:
     assert running.shards != 3
     async with await MemoryClient.connect(
-        running.nats_url, tenant=tenant, agent="finder", shards=3
+        running.bus.nats_url, tenant=tenant, agent="finder", shards=3
     ) as wrong:
         owner = next(
             f"user:u{i}"
@@ -41,7 +41,7 @@ async def test_a_client_discovers_the_shard_count(running: Settings, tenant: str
         assert wrong.shards == running.shards
         assert (await wrong.put(f"{owner}:a", 1, wait="applied")).status == "applied"
     async with await MemoryClient.connect(
-        running.nats_url, tenant=tenant, agent="finder", shards="auto"
+        running.bus.nats_url, tenant=tenant, agent="finder", shards="auto"
     ) as found:
         assert found.shards == running.shards
 
@@ -50,7 +50,7 @@ async def test_a_shard_past_the_count_is_refused_at_publish(running: Settings, t
     """Too large a count: a shard the deployment does not have is no subject of the
     command stream, so the publish fails at once instead of being stored unread."""
     async with await MemoryClient.connect(
-        running.nats_url, tenant=tenant, agent="finder", shards=running.shards * 8
+        running.bus.nats_url, tenant=tenant, agent="finder", shards=running.shards * 8
     ) as wrong:
         owner = next(
             f"user:u{i}"

@@ -14,7 +14,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -50,7 +50,9 @@ async def deployed(
 ) -> AsyncIterator[Deployment]:
     encrypt, encrypt_tenants = request.param
     stack = EmbeddedStack(tmp_path / "stack", authority=authority, encrypt=encrypt).start()
-    settings = replace(admin_settings(stack, tmp_path / "data"), encrypt_tenants=encrypt_tenants)
+    settings = admin_settings(stack, tmp_path / "data").with_(
+        lifecycle={"encrypt_tenants": encrypt_tenants}
+    )
     services = await ServiceSet.start(settings, authority=authority)
     try:
         yield Deployment(stack, settings, services)
@@ -77,7 +79,7 @@ async def _write(settings: Settings, tenant: str, marker: str) -> dict[str, list
     plaintexts (values and contents)."""
     out: dict[str, list[bytes]] = {}
     async with await MemoryClient.connect(
-        settings.nats_url, tenant=tenant, agent="writer", shards=settings.shards
+        settings.bus.nats_url, tenant=tenant, agent="writer", shards=settings.shards
     ) as client:
         for owner in ("user:a", "user:b"):
             value = f"VALUE-{owner[-1]}-{marker}"
@@ -99,7 +101,7 @@ async def _write_tenant(settings: Settings, tenant: str, marker: str) -> list[by
     """Ordinary (not sensitive) memories of a tenant that encrypts everything."""
     plain: list[bytes] = []
     async with await MemoryClient.connect(
-        settings.nats_url, tenant=tenant, agent="writer", shards=settings.shards
+        settings.bus.nats_url, tenant=tenant, agent="writer", shards=settings.shards
     ) as client:
         for n, owner in enumerate(("task:t1", "task:t2")):
             value = f"TENANTVALUE-{n}-{marker}"
@@ -155,13 +157,13 @@ async def test_forget_shreds_and_nothing_is_on_disk_in_clear(deployed: Deploymen
         assert not [k async for k in redis.scan_iter(match=f"zm:{whole}:*:w:*")]
 
         async with await MemoryClient.connect(
-            settings.nats_url, tenant=tenant, agent="writer", shards=settings.shards
+            settings.bus.nats_url, tenant=tenant, agent="writer", shards=settings.shards
         ) as client:
             got = await client.get("user:a:secret")
             assert got is not None and got.value == {"api": owners["user:a"][0].decode()}
             assert (await client.forget("user:a")).status == "applied"
         async with await MemoryClient.connect(
-            settings.nats_url, tenant=whole, agent="writer", shards=settings.shards
+            settings.bus.nats_url, tenant=whole, agent="writer", shards=settings.shards
         ) as client:
             got = await client.get("task:t1:note")
             assert got is not None and got.content == tenant_plain[1].decode()
@@ -176,7 +178,7 @@ async def test_forget_shreds_and_nothing_is_on_disk_in_clear(deployed: Deploymen
         assert await redis.hget(b_keys, DATA_KEY_FIELD)
 
         async with await MemoryClient.connect(
-            settings.nats_url, tenant=tenant, agent="reader", shards=settings.shards
+            settings.bus.nats_url, tenant=tenant, agent="reader", shards=settings.shards
         ) as client:
             assert await client.get("user:a:secret") is None
             kept = await client.get("user:b:secret")
@@ -220,7 +222,7 @@ async def test_forget_shreds_and_nothing_is_on_disk_in_clear(deployed: Deploymen
         # writes get another: the same memories, compared by what they hold.
         vault = vault_of(settings, redis)
         async with await MemoryClient.connect(
-            settings.nats_url, tenant=tenant, agent="writer", shards=settings.shards
+            settings.bus.nats_url, tenant=tenant, agent="writer", shards=settings.shards
         ) as client:
             await client.put("user:a:again", {"v": 1}, sensitive=True, wait="applied")
             live = await snapshot(redis, vault=vault)
@@ -294,7 +296,7 @@ async def test_erasing_a_tenant_purges_its_commands_and_the_rebuild_accepts_it(
         assert not await redis.sismember("zm:tenants", gone)
 
         async with await MemoryClient.connect(
-            settings.nats_url, tenant=kept, agent="reader", shards=settings.shards
+            settings.bus.nats_url, tenant=kept, agent="reader", shards=settings.shards
         ) as client:
             got = await client.get("user:b:secret")
             assert got is not None and got.value == {"api": remaining["user:b"][0].decode()}
@@ -331,10 +333,12 @@ async def test_a_writer_with_another_master_key_or_none_is_refused(deployed: Dep
     redis = connect_redis(settings)
     try:
         await check_master_key(redis, vault_of(settings, redis))  # the workers' own: fine
-        stranger = replace(settings, master_key=new_master_key())
+        stranger = settings.with_(lifecycle={"master_key": new_master_key()})
         with pytest.raises(MasterKeyMismatchError, match="is not the key"):
             await check_master_key(redis, vault_of(stranger, redis))
         with pytest.raises(MasterKeyMismatchError, match="no ZEROMEM_MASTER_KEY"):
-            await check_master_key(redis, vault_of(replace(settings, master_key=""), redis))
+            await check_master_key(
+                redis, vault_of(settings.with_(lifecycle={"master_key": ""}), redis)
+            )
     finally:
         await redis.aclose()

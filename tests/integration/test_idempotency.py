@@ -60,7 +60,7 @@ async def test_worker_killed_after_apply_before_ack_applies_nothing_twice(isolat
     crashing = await CrashAfterCommit(settings, shards, nc=nc, redis=redis).start()
     await crashing.wait_owned()
     async with await MemoryClient.connect(
-        settings.nats_url, tenant="acme", shards=settings.shards
+        settings.bus.nats_url, tenant="acme", shards=settings.shards
     ) as c:
         for i in range(20):
             await c.put("task:t7:step", i)

@@ -36,7 +36,11 @@ async def importer(running: Settings, tenant: str) -> AsyncIterator[MemoryClient
     subjects (its permissions name only its own command subjects), so only the
     operator's tools backdate."""
     async with await MemoryClient.connect(
-        running.nats_url, tenant=tenant, agent="importer", shards=running.shards, settings=running
+        running.bus.nats_url,
+        tenant=tenant,
+        agent="importer",
+        shards=running.shards,
+        settings=running,
     ) as c:
         yield c
 

@@ -149,7 +149,9 @@ async def test_emptied_namespaces_are_not_listed(client: MemoryClient) -> None:
 async def test_sync_api_through_connect_sync(running: Settings, tenant: str) -> None:
     # The in-process workers run on this test's loop, so the blocking calls go to a thread.
     def body() -> None:
-        store = ZeromemStore.connect_sync(running.nats_url, tenant=tenant, shards=running.shards)
+        store = ZeromemStore.connect_sync(
+            running.bus.nats_url, tenant=tenant, shards=running.shards
+        )
         try:
             store.put(("users", "u1"), "prefs", {"theme": "dark"})
             assert store.get(("users", "u1"), "prefs").value == {"theme": "dark"}
@@ -203,7 +205,7 @@ async def test_a_connect_sync_store_works_from_another_event_loop(
     """The store's client lives on its own loop thread; awaited from this loop, each
     batch runs there (every aput used to time out although it was applied)."""
     store = await asyncio.to_thread(
-        ZeromemStore.connect_sync, running.nats_url, tenant=tenant, shards=running.shards
+        ZeromemStore.connect_sync, running.bus.nats_url, tenant=tenant, shards=running.shards
     )
     try:
         await asyncio.gather(*(store.aput(("loop",), f"k{i}", {"i": i}) for i in range(50)))

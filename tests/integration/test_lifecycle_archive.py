@@ -86,7 +86,7 @@ async def test_archive_recall_restore_round_trip(client: MemoryClient, running) 
 
 async def test_the_schedule_archives_old_memories_of_every_owner(running, tenant: str) -> None:
     async with await MemoryClient.connect(
-        running.nats_url, tenant=tenant, shards=running.shards
+        running.bus.nats_url, tenant=tenant, shards=running.shards
     ) as client:
         for owner in ("task:t1", "task:t2", "user:u1"):
             await client.put(f"{owner}:a", "old", wait="applied")

@@ -21,10 +21,10 @@ async def test_audit_trail_of_a_scripted_session(
     caplog.set_level(logging.DEBUG)
     # each agent on a connection of its own: its credential is for that agent alone
     planner = await MemoryClient.connect(
-        running.nats_url, tenant=client.tenant, agent="planner", shards=running.shards
+        running.bus.nats_url, tenant=client.tenant, agent="planner", shards=running.shards
     )
     coder = await MemoryClient.connect(
-        running.nats_url, tenant=client.tenant, agent="coder", shards=running.shards
+        running.bus.nats_url, tenant=client.tenant, agent="coder", shards=running.shards
     )
     steps = [
         await planner.put("task:t42:status", "planned", expected_version=0, wait="applied"),

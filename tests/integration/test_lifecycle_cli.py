@@ -18,10 +18,10 @@ async def cli(  # type: ignore[no-untyped-def]
     """The CLI against ``settings``' servers; never a traceback."""
     env = dict(
         os.environ,
-        ZEROMEM_NATS_URL=settings.nats_url,
-        ZEROMEM_REDIS_URL=settings.redis_url,
+        ZEROMEM_NATS_URL=settings.bus.nats_url,
+        ZEROMEM_REDIS_URL=settings.store.redis_url,
         ZEROMEM_SHARDS=str(settings.shards),
-        ZEROMEM_MASTER_KEY=settings.master_key,  # the operator's, as the services have it
+        ZEROMEM_MASTER_KEY=settings.lifecycle.master_key,  # the operator's, as the services have it
         COLUMNS="200",
     )
     proc = await asyncio.create_subprocess_exec(

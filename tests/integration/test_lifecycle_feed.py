@@ -81,7 +81,7 @@ async def test_cooperating_agents_demo(running, tenant: str) -> None:
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     lines: list[str] = []
     report = await module.run_demo(
-        running.nats_url, tenant=tenant, shards=running.shards, say=lines.append
+        running.bus.nats_url, tenant=tenant, shards=running.shards, say=lines.append
     )
     steps = report.final["steps_done"]
     assert sorted(steps) == sorted([f"{a}:{i}" for a in ("alice", "bob") for i in range(5)])

@@ -14,7 +14,7 @@ async def test_50_agents_times_100_feedback_count_exactly_5000(running, tenant: 
     key = "team:core:playbook"
     nc_clients = [
         await MemoryClient.connect(
-            running.nats_url, tenant=tenant, agent="conn", shards=running.shards
+            running.bus.nats_url, tenant=tenant, agent="conn", shards=running.shards
         )
         for _ in range(5)
     ]
@@ -23,7 +23,7 @@ async def test_50_agents_times_100_feedback_count_exactly_5000(running, tenant: 
         # 50 agents at once, each on its connection (a credential is for one agent)
         agents = [
             await MemoryClient.connect(
-                running.nats_url, tenant=tenant, agent=f"agent-{i}", shards=running.shards
+                running.bus.nats_url, tenant=tenant, agent=f"agent-{i}", shards=running.shards
             )
             for i in range(50)
         ]

@@ -19,7 +19,7 @@ async def _live_keys(client: MemoryClient, prefix: str) -> set[str]:
 
 async def test_forget_by_prefix_removes_exactly_what_came_before_it(running, tenant: str) -> None:
     owner = "session:s1"
-    url, shards = running.nats_url, running.shards
+    url, shards = running.bus.nats_url, running.shards
     clients = [
         await MemoryClient.connect(url, tenant=tenant, agent=f"w{i}", shards=shards)
         for i in range(3)
@@ -75,7 +75,7 @@ async def test_forget_the_last_minutes_of_a_session_under_concurrent_writes(
     await asyncio.sleep(0.05)
     recent = [await client.put(f"{owner}:recent{i}", i, wait="applied") for i in range(10)]
     other = await MemoryClient.connect(
-        running.nats_url, tenant=client.tenant, agent="late", shards=running.shards
+        running.bus.nats_url, tenant=client.tenant, agent="late", shards=running.shards
     )
     late_seqs: dict[str, int] = {}
 

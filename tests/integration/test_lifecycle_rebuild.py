@@ -140,7 +140,7 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
         for tenant, n_owners in (("rb-one", 120), ("rb-two", 40)):
             owners = [f"{ns}:o{i}" for i in range(n_owners) for ns in ("user", "task")][:n_owners]
             async with await MemoryClient.connect(
-                settings.nats_url, tenant=tenant, agent="load", shards=settings.shards
+                settings.bus.nats_url, tenant=tenant, agent="load", shards=settings.shards
             ) as client:
                 sent += await _workload(client, rng, owners)
                 # one message that is no command at all
@@ -184,7 +184,7 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
         # the workers take their shards back and apply nothing twice; new commands follow
         await services.workers[0].wait_owned(timeout=15)
         async with await MemoryClient.connect(
-            settings.nats_url, tenant="rb-one", agent="after", shards=settings.shards
+            settings.bus.nats_url, tenant="rb-one", agent="after", shards=settings.shards
         ) as client:
             current = (await client.get("user:o0:k0")) or None
             receipt = await client.put("user:o0:k0", "after the rebuild", wait="applied")
@@ -200,7 +200,7 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
         # afterwards, receive them from their consumers and skip them by the shard
         # position the rebuild recorded, even once their result records have expired.
         async with await MemoryClient.connect(
-            settings.nats_url, tenant="rb-one", agent="late", shards=settings.shards
+            settings.bus.nats_url, tenant="rb-one", agent="late", shards=settings.shards
         ) as client:
             for i in range(100):
                 await client.put(f"task:o{i % 7}:late{i}", i, content=f"late {i}")

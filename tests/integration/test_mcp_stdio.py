@@ -27,7 +27,7 @@ async def test_list_tools_then_write_then_recall(running: Settings, tenant: str)
         ],
         env={
             **os.environ,
-            "ZEROMEM_NATS_URL": running.nats_url,
+            "ZEROMEM_NATS_URL": running.bus.nats_url,
             "ZEROMEM_SHARDS": str(running.shards),
         },
     )

@@ -51,7 +51,7 @@ async def test_concurrent_publishers_keep_each_publishers_order(running, tenant:
     per_agent = 200
     clients = [
         await MemoryClient.connect(
-            running.nats_url, tenant=tenant, agent=f"a{n}", shards=running.shards
+            running.bus.nats_url, tenant=tenant, agent=f"a{n}", shards=running.shards
         )
         for n in range(8)
     ]
@@ -95,7 +95,7 @@ async def test_batched_fire_and_forget_and_waiting_writes_keep_their_order(
     between, goes after the ones issued before it and before the ones after it."""
     observer = await connect_nats(running, "observer")  # stream info is the operator's
     async with await MemoryClient.connect(
-        running.nats_url, tenant=tenant, shards=running.shards
+        running.bus.nats_url, tenant=tenant, shards=running.shards
     ) as client:
         js = observer.jetstream()
         before = await js.stream_info(naming.COMMAND_STREAM)
@@ -121,7 +121,7 @@ async def test_batched_fire_and_forget_and_waiting_writes_keep_their_order(
 async def test_unbatched_client_sends_one_message_per_command(running, tenant: str) -> None:
     observer = await connect_nats(running, "observer")  # stream info is the operator's
     async with await MemoryClient.connect(
-        running.nats_url, tenant=tenant, shards=running.shards, batch=False
+        running.bus.nats_url, tenant=tenant, shards=running.shards, batch=False
     ) as client:
         before = await observer.jetstream().stream_info(naming.COMMAND_STREAM)
         for i in range(50):
@@ -147,7 +147,7 @@ async def test_bulk_batched_writes_larger_than_a_message_are_all_applied_and_aud
     await provision(nc.jetstream(), isolated)
     await nc.close()
     async with await MemoryClient.connect(
-        isolated.nats_url, tenant="bulk", shards=isolated.shards
+        isolated.bus.nats_url, tenant="bulk", shards=isolated.shards
     ) as client:
         for i in range(total):
             await client.put(f"user:bulk:k{i}", {"i": i}, content=f"note {i} " + "x" * 180)

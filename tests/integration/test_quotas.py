@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 from collections.abc import AsyncIterator
 
@@ -22,7 +21,7 @@ from zeromem.store.keys import RedisKeys
 @contextlib.asynccontextmanager
 async def services_with(isolated: Settings, **limits: float) -> AsyncIterator[Settings]:
     """The services on ``isolated``'s servers, with these limits."""
-    settings = dataclasses.replace(isolated, limits=Limits(**limits))  # type: ignore[arg-type]
+    settings = isolated.with_(limits=Limits(**limits))  # type: ignore[arg-type]
     services = await ServiceSet.start(settings)
     try:
         yield settings
@@ -43,7 +42,9 @@ async def test_a_tenant_over_its_memory_quota_is_refused_and_others_are_not(
     isolated: Settings,
 ) -> None:
     async with services_with(isolated, tenant_memories=3) as settings:
-        full = await MemoryClient.connect(settings.nats_url, tenant="full", shards=settings.shards)
+        full = await MemoryClient.connect(
+            settings.bus.nats_url, tenant="full", shards=settings.shards
+        )
         async with full:
             for i in range(3):
                 assert (await full.put(f"user:u{i}:k", i, wait="applied")).status == "applied"
@@ -55,7 +56,7 @@ async def test_a_tenant_over_its_memory_quota_is_refused_and_others_are_not(
             assert (await full.put("user:u9:k", 9, wait="applied")).status == "applied"
             assert (await stored(settings, "full"))[0] == 3
         async with await MemoryClient.connect(
-            settings.nats_url, tenant="other", shards=settings.shards
+            settings.bus.nats_url, tenant="other", shards=settings.shards
         ) as other:
             assert (await other.put("user:u9:k", 1, wait="applied")).status == "applied"
 
@@ -65,7 +66,7 @@ async def test_stored_totals_follow_every_write_delete_forget_and_expiry(
 ) -> None:
     async with services_with(isolated, tenant_bytes=4000) as settings:
         client = await MemoryClient.connect(
-            settings.nats_url, tenant="acme", shards=settings.shards
+            settings.bus.nats_url, tenant="acme", shards=settings.shards
         )
         async with client:
             await client.put("user:u1:a", "x" * 100, wait="applied")
@@ -91,13 +92,13 @@ async def test_commands_over_the_rate_quota_are_dead_lettered_naming_it(
         shard = naming.shard_for("noisy", "user:n0", settings.shards)
         owner = owner_on_shard("quiet", shard, settings.shards)
         async with await MemoryClient.connect(
-            settings.nats_url, tenant="noisy", shards=settings.shards, batch=False
+            settings.bus.nats_url, tenant="noisy", shards=settings.shards, batch=False
         ) as noisy:
             for i in range(200):
                 await noisy.put(f"user:n0:k{i % 5}", i)
             await noisy.flush()
         async with await MemoryClient.connect(
-            settings.nats_url, tenant="quiet", shards=settings.shards
+            settings.bus.nats_url, tenant="quiet", shards=settings.shards
         ) as quiet:
             started = time.monotonic()
             receipt = await quiet.put(f"{owner}:k", 1, wait="applied")

@@ -53,7 +53,7 @@ async def test_the_default_stats_request_reads_only_the_retained_days(
 ) -> None:
     # The SDK's default `since` is 0 (open): the ledger keeps 35 days, so no more are read.
     async with await MemoryClient.connect(
-        running.nats_url, tenant=tenant, shards=running.shards
+        running.bus.nats_url, tenant=tenant, shards=running.shards
     ) as client:
         started = time.monotonic()
         reply = await client.stats()
@@ -149,7 +149,7 @@ async def test_a_reader_with_a_bar_cannot_break_its_tenants_stats(
         {"tenant": tenant, "reader": "x|y", "query": "q", "scope": {"owners": ["user:u1"]}},
     )
     async with await MemoryClient.connect(
-        running.nats_url, tenant=tenant, agent="ok", shards=running.shards
+        running.bus.nats_url, tenant=tenant, agent="ok", shards=running.shards
     ) as client:
         await client.recall("q", owners=["user:u1"])
         reply = await client.stats(since=time.time() - 3600)
@@ -172,9 +172,40 @@ async def test_a_read_nobody_serves_is_told_from_one_left_unanswered(isolated: S
     from zeromem.sdk import NoResponderError
 
     async with await MemoryClient.connect(
-        isolated.nats_url, tenant="t-nobody", agent="a", shards=isolated.shards, timeout=5.0
+        isolated.bus.nats_url, tenant="t-nobody", agent="a", shards=isolated.shards, timeout=5.0
     ) as client:
         started = time.monotonic()
         with pytest.raises(NoResponderError, match="no zeromem get service is subscribed"):
             await client.get("user:x:k")
         assert time.monotonic() - started < 2.0  # at once, not after the timeout
+
+
+async def test_a_strategy_is_checked_as_the_request_is_decoded(running: Settings) -> None:
+    """The strategy's wire form is the plain map it always was (the empty map too: the
+    default, as the first clients sent it); a bad one is a bad_request naming the field,
+    and the service goes on answering."""
+    scope = {"owners": ["user:u1"]}
+    for strategy, reason in (
+        ({"name": "psychic"}, "unknown strategy 'psychic'; known: default, "),
+        ({"seconds": 5}, "missing required field `name` - at `$.strategy`"),
+        ({"name": "time_window", "seconds": -1}, "at `$.strategy.seconds`"),
+        (
+            {"name": "compose", "steps": [{"name": "by_tag", "tags": []}]},
+            "at `$.strategy.steps[0].tags`",
+        ),
+    ):
+        refused, reply = await request(
+            running, "acme", "recall", {"tenant": "acme", "scope": scope, "strategy": strategy}
+        )
+        assert refused and reason in reply.error, (strategy, reply)  # type: ignore[attr-defined]
+        assert reply.code == "bad_request"  # type: ignore[attr-defined]
+    for strategy in (
+        None,
+        {},
+        {"name": "by_tag", "tags": ["orders"], "boost": 50},
+        {"name": "compose", "steps": [{"name": "recency", "half_life_s": None}]},
+    ):
+        refused, reply = await request(
+            running, "acme", "recall", {"tenant": "acme", "scope": scope, "strategy": strategy}
+        )
+        assert not refused, (strategy, reply)

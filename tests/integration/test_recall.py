@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from zeromem.schemas import StrategyError
 from zeromem.sdk import MemoryClient, RequestRejectedError
 from zeromem.store.tokens import count_tokens
 
@@ -139,7 +140,7 @@ async def test_strategies_by_tag_by_type_and_compose(client: MemoryClient) -> No
         },
     )
     assert [m.key for m in only_facts.memories if not m.via] == ["user:u1:order_a1"]
-    with pytest.raises(RequestRejectedError, match="unknown strategy"):
+    with pytest.raises(StrategyError, match="unknown strategy 'psychic'"):  # before sending
         await client.recall("x", owners=["user:u1"], strategy={"name": "psychic"})
 
 
@@ -201,9 +202,9 @@ async def test_deleted_expired_and_rewritten_memories_are_never_returned(
 
 async def test_a_tenant_never_sees_another_tenants_memories(running, tenant: str) -> None:
     async with (
-        await MemoryClient.connect(running.nats_url, tenant=tenant, shards=running.shards) as a,
+        await MemoryClient.connect(running.bus.nats_url, tenant=tenant, shards=running.shards) as a,
         await MemoryClient.connect(
-            running.nats_url, tenant=tenant + "b", shards=running.shards
+            running.bus.nats_url, tenant=tenant + "b", shards=running.shards
         ) as b,
     ):
         await a.put("user:u1:secret", 1, content="launch code is 0000", wait="applied")

@@ -32,7 +32,7 @@ async def test_no_secret_shape_leaves_in_audit_logs_traces_or_derived_content(
     log = logging.getLogger("zeromem.test.agent")
     try:
         async with await MemoryClient.connect(
-            isolated.nats_url, tenant="acme", agent="ada", shards=isolated.shards
+            isolated.bus.nats_url, tenant="acme", agent="ada", shards=isolated.shards
         ) as client:
             for i, shape in enumerate(SHAPES):
                 key = f"user:u1:m{i}"

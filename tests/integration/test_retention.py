@@ -6,7 +6,6 @@ a rebuild refuses a log that lost its first commands."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from collections.abc import AsyncIterator
 
@@ -19,7 +18,6 @@ from tests.resend import send_as_new_message
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis, provision, shard_backlogs
 from zeromem.ids import new_command_id
-from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.lifecycle.snapshot import differences, snapshot
 from zeromem.schemas import Applied, Put
 from zeromem.sdk import MemoryClient
@@ -48,7 +46,7 @@ async def _configs(js) -> dict[str, tuple[float | None, int | None, str]]:  # ty
 async def test_settings_reach_every_stream_and_update_existing_ones(isolated: Settings) -> None:
     nc = await connect_nats(isolated, "retention-test")
     js = nc.jetstream()
-    await provision(js, isolated, LifecycleSettings())
+    await provision(js, isolated)
     defaults = await _configs(js)
     assert defaults[naming.COMMAND_STREAM] == (None, 8 << 30, "new")
     assert defaults[naming.DEAD_LETTER_STREAM] == (30 * 86400.0, 1 << 30, "old")
@@ -66,8 +64,10 @@ async def test_settings_reach_every_stream_and_update_existing_ones(isolated: Se
         "ZEROMEM_AUDIT_MAX_AGE_S": "10800",
         "ZEROMEM_AUDIT_MAX_BYTES": str(4 << 20),
     }
-    changed = Settings.from_env(env, nats_url=isolated.nats_url, nats_creds=isolated.nats_creds)
-    await provision(js, changed, LifecycleSettings.from_env(env))
+    changed = Settings.from_env(env).with_(
+        bus={"nats_url": isolated.bus.nats_url, "nats_creds": isolated.bus.nats_creds}
+    )
+    await provision(js, changed)
     assert await _configs(js) == {
         naming.COMMAND_STREAM: (86400.0, 1 << 20, "new"),
         naming.DEAD_LETTER_STREAM: (3600.0, 2 << 20, "old"),
@@ -75,8 +75,8 @@ async def test_settings_reach_every_stream_and_update_existing_ones(isolated: Se
         naming.AUDIT_STREAM: (10800.0, 4 << 20, "old"),
     }
     # 0 turns a limit off
-    off = dataclasses.replace(changed, stream_max_age_s=0.0, stream_max_bytes=0)
-    await provision(js, off, LifecycleSettings.from_env(env))
+    off = changed.with_(bus={"stream_max_age_s": 0.0, "stream_max_bytes": 0})
+    await provision(js, off)
     assert (await _configs(js))[naming.COMMAND_STREAM][:2] == (None, None)
     await nc.close()
 
@@ -84,14 +84,14 @@ async def test_settings_reach_every_stream_and_update_existing_ones(isolated: Se
 async def test_a_full_command_log_refuses_commands_and_keeps_its_history(
     isolated: Settings,
 ) -> None:
-    capped = dataclasses.replace(isolated, stream_max_bytes=64 * 1024)
+    capped = isolated.with_(bus={"stream_max_bytes": 64 * 1024})
     nc = await connect_nats(capped, "retention-test")
     js = nc.jetstream()
-    await provision(js, capped, LifecycleSettings())
+    await provision(js, capped)
     refused: Exception | None = None
     sent = 0
     async with await MemoryClient.connect(
-        capped.nats_url, tenant="acme", shards=capped.shards
+        capped.bus.nats_url, tenant="acme", shards=capped.shards
     ) as client:
         for i in range(2000):
             try:
@@ -110,8 +110,8 @@ async def test_a_full_command_log_refuses_commands_and_keeps_its_history(
 
     # lowering the cap below what the log holds is not applied (the server would delete
     # the oldest commands to meet it)
-    lower = dataclasses.replace(isolated, stream_max_bytes=16 * 1024)
-    await provision(js, lower, LifecycleSettings())
+    lower = isolated.with_(bus={"stream_max_bytes": 16 * 1024})
+    await provision(js, lower)
     info = await js.stream_info(naming.COMMAND_STREAM)
     assert info.config.max_bytes == 64 * 1024 and info.state.first_seq == 1
     assert info.state.messages == sent
@@ -121,9 +121,9 @@ async def test_a_full_command_log_refuses_commands_and_keeps_its_history(
 async def test_rebuild_refuses_a_log_that_lost_its_first_commands(isolated: Settings) -> None:
     nc = await connect_nats(isolated, "retention-test")
     js = nc.jetstream()
-    await provision(js, isolated, LifecycleSettings())
+    await provision(js, isolated)
     async with await MemoryClient.connect(
-        isolated.nats_url, tenant="acme", shards=isolated.shards
+        isolated.bus.nats_url, tenant="acme", shards=isolated.shards
     ) as client:
         for i in range(5):
             await client.put(f"user:u1:k{i}", i, wait="stored")
@@ -158,12 +158,12 @@ async def _bounded(
     isolated: Settings, **bounds: int
 ) -> AsyncIterator[tuple[Settings, Redis, MemoryClient]]:
     """Workers with these bounds on stored results, Redis, and a client of tenant acme."""
-    settings = dataclasses.replace(isolated, limits=dataclasses.replace(isolated.limits, **bounds))
+    settings = isolated.with_(limits=dict(bounds))
     services = await ServiceSet.start(settings)
     redis = connect_redis(settings)
     try:
         async with await MemoryClient.connect(
-            settings.nats_url, tenant="acme", shards=settings.shards
+            settings.bus.nats_url, tenant="acme", shards=settings.shards
         ) as client:
             yield settings, redis, client
     finally:

@@ -10,9 +10,12 @@ the new owner's next ack covered them: acknowledged, never applied.
 from __future__ import annotations
 
 import pytest
+from nats.aio.msg import Msg
 
 from tests.eventually import eventually
+from tests.harness import ServiceSet
 from zeromem import naming
+from zeromem.auth.authority import Authority
 from zeromem.bus import connect_nats, open_shard_consumer, provision, shard_backlogs
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
@@ -22,7 +25,7 @@ from zeromem.worker.pull import PullFeed
 
 async def _publish(settings: Settings, tenant: str, owner: str, n: int) -> int:
     async with await MemoryClient.connect(
-        settings.nats_url, tenant=tenant, shards=settings.shards
+        settings.bus.nats_url, tenant=tenant, shards=settings.shards
     ) as client:
         for i in range(n):
             await client.put(f"{owner}:step", i, wait="stored")
@@ -90,3 +93,39 @@ async def test_a_new_tenure_starts_where_the_shard_stands(isolated: Settings) ->
     await feed.stop()
     await feed2.stop()
     await nc.close()
+
+
+async def test_a_delivery_lost_in_transit_is_delivered_again_in_order(
+    isolated: Settings, authority: Authority, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message the server delivered but the worker never received (in flight on a
+    connection that broke, as when a NATS node is killed) counts as delivered: with the
+    cumulative acknowledgement of the next batch it would count as done, never applied,
+    and the owner's later commands would be applied without it. The worker sees the hole
+    in the consumer's delivery sequence and opens the consumer again where the shard
+    stands."""
+    lost: list[Msg] = []
+    deliver = PullFeed._on_msg
+
+    async def lossy(self: PullFeed, msg: Msg) -> None:
+        if msg.reply and not lost:
+            lost.append(msg)  # the first delivery never arrives
+            return
+        await deliver(self, msg)
+
+    monkeypatch.setattr(PullFeed, "_on_msg", lossy)
+    services = await ServiceSet.start(isolated, authority=authority)
+    try:
+        async with await MemoryClient.connect(
+            isolated.bus.nats_url, tenant="acme", shards=isolated.shards
+        ) as client:
+            for i in range(5):
+                await client.put("task:t3:step", i, wait="stored")
+            receipt = await client.put("task:t3:done", True, wait="applied")
+            assert receipt.status == "applied"
+            step = await client.get("task:t3:step")
+        assert lost, "no delivery was dropped: the test proves nothing"
+        assert step is not None and (step.version, step.value) == (5, 4)  # all five, in order
+        assert sum(w.stats.delivery_gaps for w in services.workers) >= 1
+    finally:
+        await services.stop()

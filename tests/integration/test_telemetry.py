@@ -36,7 +36,7 @@ async def test_100_recalls_count_exactly_the_injected_and_baseline_tokens(isolat
     services = await ServiceSet.start(isolated, telemetry=telemetry)
     try:
         async with await MemoryClient.connect(
-            isolated.nats_url, tenant="acme", agent="planner", shards=isolated.shards
+            isolated.bus.nats_url, tenant="acme", agent="planner", shards=isolated.shards
         ) as client:
             for i in range(40):
                 await client.put(
@@ -73,9 +73,9 @@ async def test_prometheus_endpoint_of_a_running_service_shows_the_token_metrics(
     reader = settings_for_role(isolated, Authority.load(isolated.authority_dir), "reader")
     env = dict(
         os.environ,
-        ZEROMEM_NATS_URL=reader.nats_url,
-        ZEROMEM_REDIS_URL=reader.redis_url,
-        ZEROMEM_NATS_CREDS=reader.nats_creds,
+        ZEROMEM_NATS_URL=reader.bus.nats_url,
+        ZEROMEM_REDIS_URL=reader.store.redis_url,
+        ZEROMEM_NATS_CREDS=reader.bus.nats_creds,
         ZEROMEM_SHARDS=str(isolated.shards),
         ZEROMEM_METRICS_PORT=str(port),
         ZEROMEM_METRICS_HOST="127.0.0.1",
@@ -86,7 +86,7 @@ async def test_prometheus_endpoint_of_a_running_service_shows_the_token_metrics(
     services = await ServiceSet.start(isolated)  # workers (and a second read service)
     try:
         async with await MemoryClient.connect(
-            isolated.nats_url, tenant="acme", agent="scraper", shards=isolated.shards
+            isolated.bus.nats_url, tenant="acme", agent="scraper", shards=isolated.shards
         ) as client:
             await client.put("user:u1:a", 1, content="alpha beta gamma", wait="applied")
             await services.readers[0].stop()  # leave the subprocess as the only recall service
@@ -124,7 +124,7 @@ async def test_a_recall_joins_the_agents_trace(isolated) -> None:
     tracer = provider.get_tracer("agent")
     try:
         async with await MemoryClient.connect(
-            isolated.nats_url, tenant="acme", shards=isolated.shards
+            isolated.bus.nats_url, tenant="acme", shards=isolated.shards
         ) as client:
             await client.put("user:u1:a", 1, content="alpha", wait="applied")
             with tracer.start_as_current_span("agent turn") as turn:
@@ -143,7 +143,11 @@ async def test_conflicts_and_outcomes_are_counted_exactly(isolated) -> None:
     services = await ServiceSet.start(isolated, telemetry=telemetry)
     try:
         async with await MemoryClient.connect(
-            isolated.nats_url, tenant="acme", agent="a", shards=isolated.shards, telemetry=telemetry
+            isolated.bus.nats_url,
+            tenant="acme",
+            agent="a",
+            shards=isolated.shards,
+            telemetry=telemetry,
         ) as client:
             await client.put("task:t1:status", "new", wait="applied")
             for _ in range(3):
@@ -177,7 +181,7 @@ async def test_one_trace_spans_a_publish_and_its_apply(isolated) -> None:
     tracer = provider.get_tracer("agent")
     try:
         async with await MemoryClient.connect(
-            isolated.nats_url, tenant="acme", shards=isolated.shards
+            isolated.bus.nats_url, tenant="acme", shards=isolated.shards
         ) as client:
             with tracer.start_as_current_span("agent turn") as turn:
                 await client.put("user:u1:pref", "zh", wait="applied")

@@ -8,7 +8,6 @@ import asyncio
 import datetime
 import ipaddress
 import subprocess
-from dataclasses import replace
 from pathlib import Path
 
 import nats
@@ -24,7 +23,7 @@ from zeromem.bus import connect_nats, provision
 from zeromem.embedded import free_port
 from zeromem.embedded.servers import find_nats_server
 from zeromem.sdk import MemoryClient
-from zeromem.settings import Settings
+from zeromem.settings import BusSettings, Settings
 
 
 def _certificates(root: Path) -> tuple[Path, Path, Path]:
@@ -90,17 +89,19 @@ async def test_nats_over_tls_with_the_configured_ca(tmp_path: Path, authority: A
     try:
         url = f"tls://127.0.0.1:{port}"
         settings = Settings(
-            nats_url=url,
-            nats_tls_ca=str(ca),
             auth_dir=str(authority.directory),
-            nats_creds=str(authority.service_creds_path("admin")),
+            bus=BusSettings(
+                nats_url=url,
+                nats_tls_ca=str(ca),
+                nats_creds=str(authority.service_creds_path("admin")),
+            ),
         )
         nc = await eventually(
             lambda: connect_nats(settings, "tls-test"), retry_on=(Exception,), interval=0.1
         )
         await provision(nc.jetstream(), settings)  # the JetStream API, over TLS
         await nc.close()
-        as_agent = replace(settings, nats_creds="")  # an agent's credential, minted
+        as_agent = settings.with_(bus={"nats_creds": ""})  # an agent's credential, minted
         async with await MemoryClient.connect(
             url, tenant="acme", agent="tls", settings=as_agent
         ) as client:

@@ -116,9 +116,9 @@ async def test_expire_command_sets_and_clears(client: MemoryClient) -> None:
 
 async def test_tenants_never_see_each_other(running, tenant: str) -> None:
     async with (
-        await MemoryClient.connect(running.nats_url, tenant=tenant, shards=running.shards) as a,
+        await MemoryClient.connect(running.bus.nats_url, tenant=tenant, shards=running.shards) as a,
         await MemoryClient.connect(
-            running.nats_url, tenant=tenant + "x", shards=running.shards
+            running.bus.nats_url, tenant=tenant + "x", shards=running.shards
         ) as b,
     ):
         await a.put("user:u1:secret", "a's", wait="applied")

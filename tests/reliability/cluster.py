@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from zeromem.auth.authority import REDIS_ROLES, Authority
@@ -23,15 +23,17 @@ from zeromem.bus import connect_nats, connect_redis, provision
 from zeromem.embedded import NatsServer, RedisServer
 from zeromem.embedded.nats_cluster import NatsCluster
 from zeromem.embedded.stack import settings_for_role
-from zeromem.settings import Settings
+from zeromem.settings import BusSettings, Settings, WorkerSettings
 from zeromem.store.keys import shard_lease_key
 
 REPO = Path(__file__).resolve().parents[2]  # where `python -m tests.reliability...` resolves
 
 # Shorter than the main fixtures' (2 s / 3 s): a takeover waits a lease and an ack wait, and
 # the normal suite has to fit several takeovers in well under a minute.
-TIMINGS: dict[str, float | int] = dict(
-    shards=8, ack_wait_s=1.0, lease_ttl_s=1.5, reaper_interval_s=0.2
+TIMINGS = Settings(
+    shards=8,
+    bus=BusSettings(ack_wait_s=1.0),
+    worker=WorkerSettings(lease_ttl_s=1.5, reaper_interval_s=0.2),
 )
 
 
@@ -124,14 +126,12 @@ class Cluster:
         self.redis = RedisServer(
             self.root / "redis", acl=acl_file({r: authority.redis_password(r) for r in REDIS_ROLES})
         )
-        plain = Settings(
-            nats_url=self.nats.url,
-            redis_url=self.redis.url,
+        plain = TIMINGS.with_(
+            bus={"nats_url": self.nats.url, "stream_replicas": min(3, self.nats_nodes)},
+            store={"redis_url": self.redis.url},
             data_dir=self.root / "data",
             auth_dir=str(authority.directory),
-            stream_replicas=min(3, self.nats_nodes),
-            **TIMINGS,
-        )  # type: ignore[arg-type]
+        )
         self.settings = settings_for_role(plain, authority, "admin")
 
     # --- servers -------------------------------------------------------------------------
@@ -157,22 +157,7 @@ class Cluster:
 
     def env(self, role: str = "admin") -> dict[str, str]:
         s = settings_for_role(self.settings, self.authority, role)
-        return dict(
-            os.environ,
-            ZEROMEM_NATS_URL=s.nats_url,
-            ZEROMEM_REDIS_URL=s.redis_url,
-            ZEROMEM_NATS_CREDS=s.nats_creds,
-            ZEROMEM_AUTH_DIR=s.auth_dir,
-            ZEROMEM_DATA_DIR=str(s.data_dir),
-            ZEROMEM_SHARDS=str(s.shards),
-            ZEROMEM_MASTER_KEY=s.master_key,
-            ZEROMEM_ACK_WAIT_S=str(s.ack_wait_s),
-            ZEROMEM_LEASE_TTL_S=str(s.lease_ttl_s),
-            ZEROMEM_REAPER_INTERVAL_S=str(s.reaper_interval_s),
-            ZEROMEM_STREAM_REPLICAS=str(s.stream_replicas),
-            OTEL_SDK_DISABLED="true",
-            **s.limits.env(),
-        )
+        return dict(os.environ, **s.env(), OTEL_SDK_DISABLED="true")
 
     # --- service processes ---------------------------------------------------------------
 
@@ -223,7 +208,7 @@ class Cluster:
         from zeromem.sdk.errors import ServiceUnavailableError
 
         client = await MemoryClient.connect(
-            self.settings.nats_url,
+            self.settings.bus.nats_url,
             tenant="probe",
             shards=self.settings.shards,
             timeout=0.5,
@@ -258,7 +243,7 @@ class Cluster:
         self.redis.start()
 
     def with_settings(self, **changes: object) -> Settings:
-        return replace(self.settings, **changes)  # type: ignore[arg-type]
+        return self.settings.with_(**changes)
 
 
 class CutProxy:

@@ -16,15 +16,15 @@ import sys
 import time
 from collections import Counter
 
-from zeromem.limits import Limits
 from zeromem.sdk import MemoryClient
 from zeromem.sdk.errors import RequestRejectedError, ServiceUnavailableError
+from zeromem.settings import Settings
 
 REQUESTERS = 32
 
 
 # As many owners as a recall may search (the heaviest recall the service admits).
-OWNERS = [f"user:a{i}" for i in range(Limits.from_env().recall_owners)]
+OWNERS = [f"user:a{i}" for i in range(Settings.from_env().limits.recall_owners)]
 
 
 async def flood(url: str, tenant: str, shards: int, seconds: float) -> dict[str, object]:

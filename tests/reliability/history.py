@@ -381,6 +381,9 @@ class Report:
         return self.lost == 0 and self.applied_twice == 0 and self.misordered == 0
 
 
+SETTLE_S = 20.0  # how long check() waits for a logged command's result to be stored
+
+
 async def check(
     scenario: str,
     history: History,
@@ -437,13 +440,23 @@ async def check(
         last_seq[owner_key] = (op.seq, seq)
 
     # 2. Each logged command's stored result, straight from Redis.
-    ids = list(in_log)
+    #    The caller waited for the consumers to report nothing pending, but a consumer's
+    #    count can read 0 while its leader moves after a node was killed; the results of
+    #    the commands the log holds are the ground truth, so they are waited for (bounded:
+    #    one that never comes is reported below as lost).
     stored: dict[str, Result | None] = {}
-    for start in range(0, len(ids), 2000):
-        chunk = ids[start : start + 2000]
-        raws = await redis.mget([rkeys.command(cid) for cid in chunk])
-        for cid, raw in zip(chunk, raws, strict=True):
-            stored[cid] = decode_result(raw) if raw else None
+    missing = list(in_log)
+    deadline = time.monotonic() + SETTLE_S
+    while missing:
+        for start in range(0, len(missing), 2000):
+            chunk = missing[start : start + 2000]
+            raws = await redis.mget([rkeys.command(cid) for cid in chunk])
+            for cid, raw in zip(chunk, raws, strict=True):
+                stored[cid] = decode_result(raw) if raw else None
+        missing = [cid for cid in missing if stored[cid] is None]
+        if not missing or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
 
     # 3. Replay the log through the model, compare command by command.
     models: dict[str, KeyModel] = defaultdict(KeyModel)

@@ -24,7 +24,7 @@ async def test_32_agents_compare_and_set_one_counter(cluster: Cluster, tenant: s
     history = History()
     clients = [  # one per agent: a credential is one agent's
         await MemoryClient.connect(
-            cluster.settings.nats_url,
+            cluster.settings.bus.nats_url,
             tenant=tenant,
             agent=f"a{i}",
             shards=cluster.settings.shards,

@@ -45,7 +45,7 @@ async def run_scenario(
     # other agent's subjects (``connections`` is kept for callers; agents decide).
     clients = [
         await MemoryClient.connect(
-            url or cluster.settings.nats_url,
+            url or cluster.settings.bus.nats_url,
             tenant=tenant,
             agent=f"a{i}",
             shards=cluster.settings.shards,
@@ -191,7 +191,7 @@ async def test_zombie_worker_paused_past_its_lease(cluster: Cluster, tenant: str
             # still believes it owns them. On waking it must neither apply nor swallow.
             victim.signal(signal.SIGSTOP)
             pauses += 1
-            await later(cluster.settings.lease_ttl_s + cluster.settings.ack_wait_s + 1.0)
+            await later(cluster.settings.worker.lease_ttl_s + cluster.settings.bus.ack_wait_s + 1.0)
             victim.signal(signal.SIGCONT)
 
     report = await run_scenario(

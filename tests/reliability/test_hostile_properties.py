@@ -89,7 +89,7 @@ class Probe:
         self.count = 0
 
     async def start(self) -> Probe:
-        url = self.cluster.settings.nats_url
+        url = self.cluster.settings.bus.nats_url
         self.nc = await connect_nats(self.cluster.settings, "hostile-probe")  # the operator's
         self.js = self.nc.jetstream()
         self.canary = await MemoryClient.connect(

@@ -89,10 +89,12 @@ async def test_a_noisy_tenant_leaves_another_tenants_latency_within_bounds(
     # The service's own lease and ack timings (the fault scenarios shorten them to see
     # takeovers quickly; a lease lost to a busy machine would measure takeovers here).
     cluster.settings = cluster.with_settings(
-        lease_ttl_s=10.0, ack_wait_s=30.0, limits=Limits(tenant_commands_per_s=quota)
+        worker={"lease_ttl_s": 10.0},
+        bus={"ack_wait_s": 30.0},
+        limits=Limits(tenant_commands_per_s=quota),
     )
     await cluster.start_services(workers=2)
-    url, shards = cluster.settings.nats_url, cluster.settings.shards
+    url, shards = cluster.settings.bus.nats_url, cluster.settings.shards
     seconds = scale(4.0, 30.0)
     async with await MemoryClient.connect(
         url, tenant="tenant-b", agent="b", shards=shards, timeout=10.0

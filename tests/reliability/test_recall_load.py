@@ -43,7 +43,7 @@ async def test_recall_under_200_concurrent_requesters(cluster: Cluster, tenant: 
     rng = random.Random(5)
     clients = [
         await MemoryClient.connect(
-            cluster.settings.nats_url,
+            cluster.settings.bus.nats_url,
             tenant=tenant,
             agent=f"r{i}",
             shards=cluster.settings.shards,

@@ -56,7 +56,7 @@ class Deployment:
     async def agent(self, tenant: str, agent: str, audit: bool = False) -> MemoryClient:
         self.authority.create_tenant(tenant)
         client = await MemoryClient.connect(
-            self.settings.nats_url,
+            self.settings.bus.nats_url,
             creds=self.authority.issue_agent(tenant, agent, audit=audit),
             shards=self.settings.shards,
             settings=self.settings,
@@ -79,7 +79,7 @@ class Deployment:
 
         options = nats_options(self.settings, credential, inbox_prefix=inbox_prefix)
         return await nats.connect(
-            self.settings.nats_url,
+            self.settings.bus.nats_url,
             error_cb=on_error,
             allow_reconnect=False,
             connect_timeout=3,
@@ -135,7 +135,7 @@ async def deployment(
     root = tmp_path_factory.mktemp("attacks")
     stack = EmbeddedStack(root / "stack", authority=authority).start()
     settings = stack.settings_for(
-        Settings(data_dir=root / "data", auth_dir=str(authority.directory), **TEST_SETTINGS),
+        TEST_SETTINGS.with_(data_dir=root / "data", auth_dir=str(authority.directory)),
         "admin",
     )  # type: ignore[arg-type]
     services = await InProcessServices.start(settings)
@@ -188,10 +188,10 @@ async def test_anonymous_connection_is_refused(deployment: Deployment) -> None:
     # Redis too: the default user has no usable password, and a wrong password is refused.
     from redis.asyncio import Redis
 
-    host_port = deployment.settings.redis_url.rsplit("@", 1)[1]
+    host_port = deployment.settings.store.redis_url.rsplit("@", 1)[1]
     for url in (
         f"redis://{host_port}",
-        url_with_user(deployment.settings.redis_url, "worker", "not-the-password"),
+        url_with_user(deployment.settings.store.redis_url, "worker", "not-the-password"),
     ):
         anonymous = Redis.from_url(url)
         with pytest.raises((AuthenticationError, ResponseError)):
@@ -264,7 +264,7 @@ async def test_a_revoked_credential_is_cut_off_at_once(deployment: Deployment) -
 
     async def connect(creds: Path) -> Any:
         options = nats_options(deployment.settings, load_credential(creds))
-        return await nats.connect(deployment.settings.nats_url, **options)
+        return await nats.connect(deployment.settings.bus.nats_url, **options)
 
     await push_account(authority, connect)  # what `zeromem auth revoke` does
     # The server closes the live connection itself, without a restart...
@@ -665,7 +665,7 @@ async def test_the_read_services_redis_user_cannot_write_memories(deployment: De
     from redis.asyncio import Redis
 
     reader_url = url_with_user(
-        deployment.settings.redis_url, "reader", deployment.authority.redis_password("reader")
+        deployment.settings.store.redis_url, "reader", deployment.authority.redis_password("reader")
     )
     reader = Redis.from_url(reader_url)
     try:

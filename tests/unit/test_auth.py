@@ -19,7 +19,7 @@ from zeromem.bus import redis_options
 from zeromem.limits import Limits
 from zeromem.query.service import reader_from_subject
 from zeromem.schemas import GetRequest
-from zeromem.settings import Settings
+from zeromem.settings import BusSettings, Settings, StoreSettings
 from zeromem.worker.intake import Invalid, admit
 from zeromem.worker.outbox import reply_allowed
 
@@ -180,33 +180,41 @@ def test_redis_acl_users(authority: Authority) -> None:
 
 
 def test_tls_settings_reach_the_connections(tmp_path: Path) -> None:
-    plain = nats_options(Settings(nats_url="nats://h:4222"), None)
+    plain = nats_options(Settings(bus=BusSettings(nats_url="nats://h:4222")), None)
     assert "tls" not in plain
     secured = nats_options(
-        Settings(nats_url="tls://h:4222", nats_tls_hostname="nats.svc"),
+        Settings(bus=BusSettings(nats_url="tls://h:4222", nats_tls_hostname="nats.svc")),
         None,
         inbox_prefix="_INBOX.zm.t.a",
     )
     assert isinstance(secured["tls"], ssl.SSLContext) and secured["tls_hostname"] == "nats.svc"
     assert secured["inbox_prefix"] == "_INBOX.zm.t.a"
-    assert redis_options(Settings(redis_url="redis://h:6379/0")) == {}
+    assert redis_options(Settings(store=StoreSettings(redis_url="redis://h:6379/0"))) == {}
     options = redis_options(
         Settings(
-            redis_url="rediss://h:6379/0",
-            redis_tls_ca="/ca.pem",
-            redis_username="zm-worker",
-            redis_password="pw",
+            store=StoreSettings(
+                redis_url="rediss://h:6379/0",
+                redis_tls_ca="/ca.pem",
+                redis_username="zm-worker",
+                redis_password="pw",
+            )
         )
     )
     assert options["ssl_ca_certs"] == "/ca.pem" and options["username"] == "zm-worker"
 
 
 def test_settings_read_the_conventional_credential_variables() -> None:
-    assert Settings.from_env({"NATS_CREDS": "/a.creds"}).nats_creds == "/a.creds"
-    assert Settings.from_env({"ZEROMEM_CREDS": "/b.creds"}).nats_creds == "/b.creds"
-    assert Settings.from_env({"ZEROMEM_NATS_CREDS": "/c", "NATS_CREDS": "/d"}).nats_creds == "/c"
-    assert Settings.from_env({"ZEROMEM_TOKEN": "x.y.z"}).nats_token == "x.y.z"
-    assert Settings.from_env({"ZEROMEM_METRICS_HOST": "0.0.0.0"}).metrics_host == "0.0.0.0"
+    def bus(env: dict[str, str]) -> BusSettings:
+        return Settings.from_env(env).bus
+
+    assert bus({"NATS_CREDS": "/a.creds"}).nats_creds == "/a.creds"
+    assert bus({"ZEROMEM_CREDS": "/b.creds"}).nats_creds == "/b.creds"
+    assert bus({"ZEROMEM_NATS_CREDS": "/c", "NATS_CREDS": "/d"}).nats_creds == "/c"
+    assert bus({"NATS_CREDS": "/d", "ZEROMEM_CREDS": "/e"}).nats_creds == "/d"
+    assert bus({"ZEROMEM_TOKEN": "x.y.z"}).nats_token == "x.y.z"
+    assert bus({"ZEROMEM_NATS_TOKEN": "a.b.c", "ZEROMEM_TOKEN": "x.y.z"}).nats_token == "a.b.c"
+    telemetry = Settings.from_env({"ZEROMEM_METRICS_HOST": "0.0.0.0"}).telemetry
+    assert telemetry.metrics_host == "0.0.0.0"
 
 
 def test_mcp_tokens_are_stored_hashed(tmp_path: Path) -> None:

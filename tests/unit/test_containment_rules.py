@@ -15,11 +15,11 @@ from nats import errors as nats_errors
 from nats.js import errors as js_errors
 from redis import exceptions as redis_errors
 
-from zeromem.limits import Limits, documented
+from zeromem.limits import Limits
 from zeromem.logs import BoundedLog
 from zeromem.query.gate import OVERLOADED, RATE_LIMITED, TenantGate
 from zeromem.quota import RateQuota
-from zeromem.settings import Settings
+from zeromem.settings import Settings, StoreSettings, Variable, variables
 from zeromem.shape import agent_refusal, finite_refusal, shape_refusal
 from zeromem.worker.faults import Fault, StaleRoundsError, classify
 
@@ -113,17 +113,21 @@ def test_a_repeating_failure_is_logged_once_per_interval_with_a_count(
     assert "999 more like it" in caplog.records[-1].getMessage()
 
 
+def limit_variables() -> list[Variable]:
+    return [variable for variable in variables() if variable.path[0] == "limits"]
+
+
 def test_limits_come_from_the_environment_and_ride_in_the_settings() -> None:
-    limits = Limits.from_env(
+    limits = Settings.from_env(
         {"ZEROMEM_LIMIT_RECALL_OWNERS": "8", "ZEROMEM_LIMIT_TENANT_COMMANDS_PER_S": "2.5"}
-    )
+    ).limits
     assert limits.recall_owners == 8 and limits.tenant_commands_per_s == 2.5
-    assert Limits.from_env(limits.env()) == limits
+    assert Settings.from_env(Settings(limits=limits).env()).limits == limits
     settings = Settings.from_env({"ZEROMEM_LIMIT_VALUE_BYTES": "1024", "ZEROMEM_SHARDS": "4"})
     assert settings.limits.value_bytes == 1024 and settings.shards == 4
     with pytest.raises(ValueError):
         Limits(nesting_depth=-1)
-    names = [name for name, _, _ in documented()]
+    names = [variable.names[0] for variable in limit_variables()]
     assert len(names) == len(set(names)) > 30
 
 
@@ -215,9 +219,10 @@ def test_the_readme_lists_every_limit_with_its_default() -> None:
         for line in readme.splitlines()
         if line.startswith("| `")
     }
-    for name, default, _ in documented():
+    for variable in limit_variables():
+        name, default = variable.path[-1], variable.value_in(Settings())
         assert name in rows, f"README lists no limit {name}"
-        shown = str(int(default)) if float(default).is_integer() else str(default)  # type: ignore[arg-type]
+        shown = str(int(default)) if float(default).is_integer() else str(default)
         assert f"| {shown}" in rows[name], f"README's default of {name} is not {shown}"
 
 
@@ -366,7 +371,7 @@ async def test_a_read_on_a_redis_that_stops_answering_fails_instead_of_waiting_f
 
     server = await asyncio.start_server(silent, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    redis = connect_redis(Settings(redis_url=f"redis://127.0.0.1:{port}"), 0.2)
+    redis = connect_redis(Settings(store=StoreSettings(redis_url=f"redis://127.0.0.1:{port}")), 0.2)
     try:
         async with asyncio.timeout(5.0):  # no timeout: it waited as long as the socket
             with pytest.raises(RedisTimeout):

@@ -17,6 +17,7 @@ from zeromem.schemas import (
     RecallReply,
     UsageRow,
 )
+from zeromem.schemas.strategies import NoDecayStrategy
 
 MASKER = Masker(Redactor())
 
@@ -73,13 +74,14 @@ def test_recall_form_refuses_with_reasons() -> None:
     assert not RecallForm.parse({"q": "lang"}).ready
     assert RecallForm.parse({"prefix": "user:u1:pref"}).ready
     chosen = RecallForm.parse({"strategy": "no_decay", "owners": "user:u1"})
-    assert chosen.strategy() == {"name": "no_decay"}
+    assert chosen.strategy() == NoDecayStrategy()
     for params, reason in (
         ({"k": "0"}, "between 1 and 100"),
         ({"budget": "lots"}, "whole number"),
         ({"strategy": "magic"}, "unknown strategy"),
         ({"strategy": "custom", "strategy_json": "[1]"}, "JSON object"),
         ({"strategy": "custom", "strategy_json": "{"}, "not JSON"),
+        ({"strategy": "custom", "strategy_json": '{"name": "recency"}'}, "needs half_life_s"),
     ):
         with pytest.raises(FormError, match=reason):
             RecallForm.parse(params)

@@ -367,7 +367,9 @@ def test_by_type_boosts_or_filters() -> None:
     )
     assert keys(rank(cands, [], strategy=only)) == ["k:o:pref"]
     assert not only.boosts
-    with pytest.raises(StrategyError, match=r"unknown type.*user_pref"):
+    with pytest.raises(
+        StrategyError, match=r"Invalid enum value 'user_pref' - at `strategy.types\[0\]`"
+    ):
         build_strategy({"name": "by_type", "types": ["user_pref"]})
 
 
@@ -442,25 +444,41 @@ def test_compose_applies_steps_in_order() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({"name": "nope"}, "unknown strategy 'nope'"),
-        ({"seconds": 5}, "unknown strategy None"),
-        ("default", "must be an object"),
-        ({"name": "time_window"}, "needs 'seconds'"),
-        ({"name": "time_window", "seconds": -1}, "must be > 0"),
-        ({"name": "time_window", "seconds": "7d"}, "must be a number"),
-        ({"name": "time_window", "seconds": True}, "must be a number"),
-        ({"name": "time_window", "seconds": 60, "secs": 1}, "does not take 'secs'"),
-        ({"name": "by_tag", "tags": "billing"}, "non-empty list of strings"),
-        ({"name": "by_tag", "tags": []}, "non-empty list of strings"),
-        ({"name": "by_tag", "tags": ["a"], "boost": 0}, "must be > 0"),
-        ({"name": "by_tag", "tags": ["a"], "only": "yes"}, "true or false"),
+        ({"name": "nope"}, "unknown strategy 'nope'; known: default, time_window, by_tag"),
+        ({"seconds": 5}, "missing required field `name`"),
+        ("default", "a strategy is an object"),
+        ({"name": "time_window"}, "missing required field `seconds`"),
+        ({"name": "time_window", "seconds": -1}, r"Expected `float` > 0.0 - at `strategy.seconds`"),
+        ({"name": "time_window", "seconds": "7d"}, "Expected `float`, got `str`"),
+        ({"name": "time_window", "seconds": True}, "Expected `float`, got `bool`"),
+        ({"name": "time_window", "seconds": math.inf}, "seconds must be a finite number"),
+        ({"name": "time_window", "seconds": 60, "secs": 1}, "unknown field `secs`"),
+        (
+            {"name": "by_tag", "tags": "billing"},
+            r"Expected `array`, got `str` - at `strategy.tags`",
+        ),
+        ({"name": "by_tag", "tags": []}, "Expected `array` of length >= 1"),
+        ({"name": "by_tag", "tags": [""]}, r"length >= 1 - at `strategy.tags\[0\]`"),
+        (
+            {"name": "by_tag", "tags": ["a"], "boost": 0},
+            r"Expected `float` > 0.0 - at `strategy.boost`",
+        ),
+        ({"name": "by_tag", "tags": ["a"], "only": "yes"}, "Expected `bool`, got `str`"),
+        ({"name": "by_tag", "tags": ["a"], "boost": None}, "Expected `float`, got `null`"),
         ({"name": "feedback_weight"}, "needs at least one"),
-        ({"name": "feedback_weight", "liked": -1}, "must be >= 0"),
+        (
+            {"name": "feedback_weight", "liked": -1},
+            r"Expected `float` >= 0.0 - at `strategy.liked`",
+        ),
+        ({"name": "feedback_weight", "liked": math.nan}, r"Expected `float` >= 0.0"),
         ({"name": "recency"}, "needs half_life_s and/or floor"),
-        ({"name": "recency", "floor": 2}, "must be <= 1"),
-        ({"name": "compose", "steps": {"name": "default"}}, "must be a list"),
-        ({"name": "compose", "steps": [{"name": "bad"}]}, "unknown strategy 'bad'"),
-        ({"name": "compose", "steps": [{"name": "default"}] * 17}, "at most 16 steps"),
+        ({"name": "recency", "floor": 2}, r"Expected `float` <= 1.0 - at `strategy.floor`"),
+        ({"name": "compose", "steps": {"name": "default"}}, "Expected `array`, got `object`"),
+        (
+            {"name": "compose", "steps": [{"name": "bad"}]},
+            r"unknown strategy 'bad'.* - at `strategy.steps\[0\].name`",
+        ),
+        ({"name": "compose", "steps": [{"name": "default"}] * 17}, "length <= 16"),
     ],
 )
 def test_bad_strategies_raise_clear_errors(spec: Any, message: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 import jsonschema
 import msgspec
@@ -16,6 +17,8 @@ from zeromem.schemas import (
     InvalidKeyError,
     MemoryKey,
     Put,
+    RecallRequest,
+    decode,
     decode_command,
     encode,
 )
@@ -180,3 +183,44 @@ def test_the_contract_page_agrees_with_the_code() -> None:
         assert f"`{name}`" in page, name
     for kind in QUERY_KINDS:
         assert f"`{kind}`" in page, kind
+
+
+# Every strategy form the services took as a free-form map before the tagged union.
+OLD_STRATEGY_FORMS: list[dict[str, Any]] = [
+    {"name": "default"},
+    {"name": "time_window", "seconds": 604800.0},
+    {"name": "by_tag", "tags": ["billing"], "boost": 3.0, "only": True},
+    {"name": "by_type", "types": ["user_preference"]},
+    {
+        "name": "feedback_weight",
+        "liked": 5.0,
+        "disliked": 0.1,
+        "important": 3.0,
+        "max_exponent": 2.0,
+    },
+    {"name": "recency", "half_life_s": 3600.0, "floor": 0.0},
+    {"name": "recency", "half_life_s": None},
+    {"name": "no_decay"},
+    {"name": "compose", "steps": [{"name": "no_decay"}, {"name": "by_tag", "tags": ["a"]}]},
+]
+
+
+@pytest.mark.parametrize("form", OLD_STRATEGY_FORMS, ids=lambda f: f["name"])
+def test_a_strategy_keeps_its_wire_form(form: dict[str, Any]) -> None:
+    wire = msgspec.msgpack.encode({"tenant": "acme", "strategy": form})
+    request = decode(wire, RecallRequest)
+    assert request.strategy is not None and request.strategy.__struct_config__.tag == form["name"]
+    assert msgspec.msgpack.decode(encode(request))["strategy"] == form
+
+
+def test_no_strategy_is_left_out_of_the_wire() -> None:
+    assert "strategy" not in msgspec.msgpack.decode(encode(RecallRequest(tenant="acme")))
+
+
+def test_the_published_schema_takes_every_strategy_the_services_take() -> None:
+    schema = schema_of(RecallRequest)
+    for form in [*OLD_STRATEGY_FORMS, {}, None]:
+        jsonschema.validate({"tenant": "acme", "strategy": form}, schema)
+    for bad in ({"name": "psychic"}, {"seconds": 5}, {"name": "recency"} | {"x": 1}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({"tenant": "acme", "strategy": bad}, schema)

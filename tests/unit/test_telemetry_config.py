@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from zeromem.telemetry import TelemetryConfig, configure_telemetry
+from zeromem.settings import Settings, TelemetrySettings
+from zeromem.telemetry import configure_telemetry
 
 
 def closed_port() -> int:
@@ -19,7 +20,7 @@ def closed_port() -> int:
 def test_an_unreachable_collector_costs_only_the_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "5")
-    telemetry = configure_telemetry(TelemetryConfig("test"))
+    telemetry = configure_telemetry("test", Settings.from_env().telemetry)
     started = time.perf_counter()
     for _ in range(1000):  # recording stays in memory: no call waits on the collector
         telemetry.record_recall("acme", "agent", 10, 100, 0.001)
@@ -35,5 +36,5 @@ def test_a_metrics_port_in_use_does_not_stop_the_service() -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        telemetry = configure_telemetry(TelemetryConfig("test", metrics_port=port))
+        telemetry = configure_telemetry("test", TelemetrySettings(metrics_port=port))
         telemetry.record_recall("acme", "agent", 1, 2, 0.001)

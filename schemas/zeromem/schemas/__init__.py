@@ -69,6 +69,11 @@ from zeromem.schemas.results import (
     ResultStatus,
     status_of,
 )
+from zeromem.schemas.strategies import (
+    RecallStrategy,
+    StrategyError,
+    parse_strategy,
+)
 
 __all__ = [
     "COMMAND_TYPES",
@@ -117,6 +122,7 @@ __all__ = [
     "RecallReply",
     "RecallRequest",
     "RecallScope",
+    "RecallStrategy",
     "RecalledMemory",
     "Rejected",
     "Restore",
@@ -124,6 +130,7 @@ __all__ = [
     "ResultStatus",
     "StatsReply",
     "StatsRequest",
+    "StrategyError",
     "Touch",
     "UsageRow",
     "batch_length",
@@ -135,6 +142,7 @@ __all__ = [
     "encode_batch",
     "op_of",
     "owner_of",
+    "parse_strategy",
     "split_batch",
     "status_of",
 ]

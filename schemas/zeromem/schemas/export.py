@@ -6,8 +6,9 @@ test fails when the committed files drift from the code.
 Each schema is JSON Schema 2020-12 as msgspec writes it, with two changes so that strict
 validators accept it (jsonschema's metaschema check, Ajv in strict mode): ``$schema`` is
 set, and msgspec's ``discriminator`` (an OpenAPI keyword, unknown to JSON Schema) is left
-out. A union stays exact without it: every variant fixes its tag (``op`` or ``status``)
-to one value.
+out. A union stays exact without it: every variant fixes its tag (``op``, ``status`` or a
+strategy's ``name``) to one value. And a recall request's strategy may also be the empty
+map (``zeromem.schemas.strategies.EMPTY_STRATEGY``), which no msgspec type says.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from zeromem.schemas.queries import (
     StatsRequest,
 )
 from zeromem.schemas.results import DeadLetter, Result
+from zeromem.schemas.strategies import EMPTY_STRATEGY
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -84,8 +86,18 @@ def _without_discriminator(node: Any) -> Any:
     return node
 
 
+def _with_empty_strategy(schema: dict[str, Any]) -> dict[str, Any]:
+    """A recall request's strategy may also be the empty map (the default, as the first
+    clients sent it): the services take it, so the schema says so (msgspec's union
+    cannot)."""
+    request = schema.get("$defs", {}).get("RecallRequest")
+    if request is not None:
+        request["properties"]["strategy"]["anyOf"].append(EMPTY_STRATEGY)
+    return schema
+
+
 def schema_of(type_: Any) -> dict[str, Any]:
-    schema = _without_discriminator(msgspec.json.schema(type_))
+    schema = _with_empty_strategy(_without_discriminator(msgspec.json.schema(type_)))
     return {"$schema": JSON_SCHEMA_DIALECT, **schema}
 
 

@@ -6,12 +6,13 @@ A missing memory is an ordinary reply (``found=False``), never an error.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
 
 from zeromem.schemas.commands import Key, Tenant
 from zeromem.schemas.memory import MemoryItem, MemoryType, Tag
+from zeromem.schemas.strategies import RecallStrategy
 
 Limit = Annotated[int, msgspec.Meta(ge=1, le=1000)]
 
@@ -64,7 +65,7 @@ class RecallRequest(_Query, frozen=True):
     k: Annotated[int, msgspec.Meta(ge=1, le=100)] = 5
     budget: Annotated[int, msgspec.Meta(ge=1, le=200_000)] = 1500
     encoding: str = "cl100k_base"
-    strategy: dict[str, Any] = {}
+    strategy: RecallStrategy | None = None  # None: the default (zeromem.schemas.strategies)
     explain: bool = False
     include_archived: bool = False
     # The tokens of the agent's whole conversation so far, when it reports them: what

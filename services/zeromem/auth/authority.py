@@ -248,7 +248,7 @@ class Authority:
         )
 
     def _account_issued_at(self) -> int:
-        return max(self._state.get("account_issued_at", 0), self._state["created_at"])
+        return int(max(self._state.get("account_issued_at", 0), self._state["created_at"]))
 
     def _bump_account(self) -> None:
         """A new issue time for the account JWT (strictly later than the last one)."""

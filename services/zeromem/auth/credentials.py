@@ -26,6 +26,7 @@ from zeromem import naming
 from zeromem.auth.authority import AuthError, Authority, Credential
 from zeromem.auth.jwt import parse_creds
 from zeromem.auth.permissions import AGENT_TAG, ROLE_TAG, TENANT_TAG
+from zeromem.settings import Settings
 
 # How long a credential minted from the local authority stays valid.
 LOCAL_CREDENTIAL_TTL_S = 12 * 3600
@@ -68,11 +69,11 @@ def load_credential(source: str | Path | Credential | None) -> Credential | None
     return Credential(jwt, seed)
 
 
-def credential_from_settings(settings: Any) -> Credential | None:
-    if getattr(settings, "nats_creds", ""):
-        return load_credential(settings.nats_creds)
-    if getattr(settings, "nats_token", ""):
-        return Credential(parse_creds(settings.nats_token)[0], "")
+def credential_from_settings(settings: Settings) -> Credential | None:
+    if settings.bus.nats_creds:
+        return load_credential(settings.bus.nats_creds)
+    if settings.bus.nats_token:
+        return Credential(parse_creds(settings.bus.nats_token)[0], "")
     return None
 
 
@@ -81,7 +82,7 @@ def _local_authority(directory: str) -> Authority | None:
     return Authority.load(Path(directory)) if Authority.exists(Path(directory)) else None
 
 
-def local_authority(settings: Any) -> Authority | None:
+def local_authority(settings: Settings) -> Authority | None:
     """The authority ``zeromem up`` keeps for this directory, if this process can read it."""
     try:
         return _local_authority(str(Path(settings.authority_dir).resolve()))
@@ -90,7 +91,7 @@ def local_authority(settings: Any) -> Authority | None:
 
 
 def agent_credential(
-    settings: Any,
+    settings: Settings,
     tenant: str,
     agent: str,
     given: str | Path | Credential | None = None,
@@ -134,9 +135,9 @@ def tls_context(ca: str = "", cert: str = "", key: str = "") -> ssl.SSLContext:
 
 
 def nats_options(
-    settings: Any, credential: Credential | None, *, inbox_prefix: str | None = None
+    settings: Settings, credential: Credential | None, *, inbox_prefix: str | None = None
 ) -> dict[str, Any]:
-    """Keyword arguments for ``nats.connect`` (and FastStream's broker)."""
+    """Keyword arguments for ``nats.connect``."""
     options: dict[str, Any] = {}
     if credential is not None:
         if credential.seed:
@@ -147,11 +148,9 @@ def nats_options(
             options["signature_cb"] = lambda _nonce: b""
     if inbox_prefix:
         options["inbox_prefix"] = inbox_prefix
-    url = getattr(settings, "nats_url", "") or ""
-    ca = getattr(settings, "nats_tls_ca", "")
-    cert = getattr(settings, "nats_tls_cert", "")
-    if url.startswith("tls://") or ca or cert:
-        options["tls"] = tls_context(ca, cert, getattr(settings, "nats_tls_key", ""))
-        if getattr(settings, "nats_tls_hostname", ""):
-            options["tls_hostname"] = settings.nats_tls_hostname
+    bus = settings.bus
+    if bus.nats_url.startswith("tls://") or bus.nats_tls_ca or bus.nats_tls_cert:
+        options["tls"] = tls_context(bus.nats_tls_ca, bus.nats_tls_cert, bus.nats_tls_key)
+        if bus.nats_tls_hostname:
+            options["tls_hostname"] = bus.nats_tls_hostname
     return options

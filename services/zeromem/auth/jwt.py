@@ -47,7 +47,8 @@ class KeyPair:
     def sign(self, data: bytes) -> bytes:
         kp = nkeys.from_seed(bytearray(self.seed.encode()))
         try:
-            return kp.sign(data)
+            signature: bytes = kp.sign(data)
+            return signature
         finally:
             kp.wipe()
 

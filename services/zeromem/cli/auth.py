@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from zeromem.auth.authority import AuthError, Authority
-from zeromem.settings import Settings, nats_servers
+from zeromem.cli.common import settings_of
+from zeromem.settings import nats_servers
 
 
 def _authority(args: argparse.Namespace, create: bool = False) -> Authority:
-    settings = Settings.from_env(data_dir=getattr(args, "data_dir", None))
+    settings = settings_of(args)
     if create:
         return Authority.load_or_create(settings.authority_dir)
     return Authority.load(settings.authority_dir)
@@ -129,8 +130,8 @@ async def _push(args: argparse.Namespace, authority: Authority) -> str:
     from zeromem.auth.credentials import load_credential, nats_options
     from zeromem.embedded import find_running_stack
 
-    settings = Settings.from_env(data_dir=getattr(args, "data_dir", None))
-    url = settings.nats_url
+    settings = settings_of(args)
+    url = settings.bus.nats_url
     if not url:
         info = find_running_stack(settings.data_dir)
         if info is None:

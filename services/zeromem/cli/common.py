@@ -16,11 +16,10 @@ import json
 import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from zeromem.settings import Settings
+from zeromem.settings import Settings, SettingsError
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # partly done (an import with rejected lines), or an unexpected error
@@ -35,7 +34,8 @@ EXIT_CODES_HELP = """exit codes:
   0  done                        3  conflict (--expected-version lost)
   1  partly failed, or a bug     4  not found, or refused by the worker (rejected)
   2  a mistake in the command    5  no stack, no answer, or credential refused
-     line (flag, key, value)     6  `up`: the data directory is in use by another `up`
+     line (flag, key, value) or  6  `up`: the data directory is in use by another `up`
+     in a ZEROMEM_* variable
   130  interrupted (Ctrl-C)
 Errors are one line on stderr; --debug (or ZEROMEM_DEBUG=1) adds the traceback."""
 
@@ -115,10 +115,15 @@ def in_user_terms(message: str) -> str:
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
-    data_dir = getattr(args, "data_dir", None)
-    return Settings.from_env(
-        data_dir=Path(data_dir) if data_dir else None, shards=getattr(args, "shards", None)
-    )
+    """The settings ``main`` built from the environment, with the command's own flags
+    (``--data-dir``, ``--shards``) over them."""
+    settings: Settings = args.settings
+    data_dir, shards = getattr(args, "data_dir", None), getattr(args, "shards", None)
+    if data_dir:
+        settings = settings.with_(data_dir=Path(data_dir))
+    if shards is not None:
+        settings = settings.with_(shards=shards)
+    return settings
 
 
 def candidate_data_dirs(settings: Settings, explicit: bool) -> Iterator[Path]:
@@ -138,7 +143,7 @@ def candidate_data_dirs(settings: Settings, explicit: bool) -> Iterator[Path]:
 def resolved_settings(args: argparse.Namespace) -> Settings:
     """Settings with URLs: from the environment, else from the running embedded stack."""
     settings = settings_of(args)
-    if settings.nats_url and settings.redis_url:
+    if settings.bus.nats_url and settings.store.redis_url:
         return settings
     from zeromem.embedded import find_running_stack
 
@@ -157,15 +162,15 @@ def resolved_settings(args: argparse.Namespace) -> Settings:
             "or set ZEROMEM_NATS_URL and ZEROMEM_REDIS_URL",
             EXIT_UNAVAILABLE,
         )
-    settings = replace(settings, data_dir=directory).with_urls(
-        settings.nats_url or info.nats_url, settings.redis_url or info.redis_url
+    settings = settings.with_(data_dir=directory).with_urls(
+        settings.bus.nats_url or info.nats_url, settings.store.redis_url or info.redis_url
     )
     if info.auth_dir and not settings.auth_dir:
-        settings = replace(settings, auth_dir=info.auth_dir)
-    if not settings.master_key:  # the stack's own, so a rebuild seals as its workers did
+        settings = settings.with_(auth_dir=info.auth_dir)
+    if not settings.lifecycle.master_key:  # the stack's own, so a rebuild seals as its workers did
         from zeromem.embedded.stack import stack_master_key
 
-        settings = replace(settings, master_key=stack_master_key(directory))
+        settings = settings.with_(lifecycle={"master_key": stack_master_key(directory)})
     return settings
 
 
@@ -173,7 +178,7 @@ def admin_settings(args: argparse.Namespace) -> Settings:
     """Resolved settings as the operator's admin identity (rebuild, archive's survey of
     Redis), when the local authority is at hand and no credential is configured."""
     settings = resolved_settings(args)
-    if settings.nats_creds or settings.nats_token:
+    if settings.bus.nats_creds or settings.bus.nats_token:
         return settings
     from zeromem.auth.credentials import local_authority
     from zeromem.embedded.stack import settings_for_role
@@ -198,9 +203,9 @@ def client_call(args: argparse.Namespace, body: Callable[[Any], Awaitable[int]])
         settings = resolved_settings(args)
         # With a credential of its own (ZEROMEM_CREDS...), tenant and agent are the
         # credential's; otherwise 'default' and 'cli' unless given.
-        own = bool(settings.nats_creds or settings.nats_token)
+        own = bool(settings.bus.nats_creds or settings.bus.nats_token)
         client = await MemoryClient.connect(
-            settings.nats_url,
+            settings.bus.nats_url,
             tenant=args.tenant or (None if own else "default"),
             agent=args.agent or (None if own else "cli"),
             shards=settings.shards,
@@ -283,7 +288,7 @@ def classify(exc: BaseException) -> tuple[int, str]:
 
     if isinstance(exc, CliError):
         return exc.code, str(exc)
-    if isinstance(exc, MissingExtraError):
+    if isinstance(exc, (MissingExtraError, SettingsError)):
         return EXIT_USAGE, str(exc)
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED, "interrupted"

@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ from zeromem.cli.common import EXIT_IN_USE, CliError
 from zeromem.embedded import EmbeddedStack
 from zeromem.embedded.children import die_with_parent
 from zeromem.embedded.stack import StackLockedError, local_master_key, settings_for_role
-from zeromem.settings import Settings
+from zeromem.settings import Settings, child_environment
 from zeromem.store.keys import shard_lease_key
 
 # How long `up` waits for its children to hold every shard and answer reads. On this
@@ -118,7 +117,7 @@ def run_up(
 ) -> int:
     # Both servers embedded: both secured by the local authority. Servers of your own come
     # with their own credentials (ZEROMEM_NATS_CREDS, a Redis user in the URL).
-    embedded = not settings.nats_url and not settings.redis_url
+    embedded = not settings.bus.nats_url and not settings.store.redis_url
     stopping = False
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -131,8 +130,8 @@ def run_up(
     try:
         stack = EmbeddedStack(
             settings.data_dir,
-            nats_url=settings.nats_url,
-            redis_url=settings.redis_url,
+            nats_url=settings.bus.nats_url,
+            redis_url=settings.store.redis_url,
             secure=embedded,
         ).start()
     except StackLockedError as exc:
@@ -141,20 +140,25 @@ def run_up(
             str(exc), f"{stop}, or give this one another --data-dir", EXIT_IN_USE
         ) from None
     settings = settings.with_urls(stack.nats_url, stack.redis_url)
-    if not settings.master_key:  # encryption at rest: generated once, kept in the data dir
-        settings = replace(settings, master_key=local_master_key(stack.data_dir))
+    if (
+        not settings.lifecycle.master_key
+    ):  # encryption at rest: generated once, kept in the data dir
+        settings = settings.with_(lifecycle={"master_key": local_master_key(stack.data_dir)})
     authority = stack.authority
     children: list[subprocess.Popen[bytes]] = []
-    say = (lambda _text: None) if quiet or json_output else (lambda text: print(text, flush=True))
+
+    def say(text: str) -> None:
+        if not (quiet or json_output):
+            print(text, flush=True)
+
     try:
         admin = settings_for_role(settings, authority, "admin")
         asyncio.run(_provision(admin))
-        env = dict(os.environ)
-        env.update(
-            ZEROMEM_NATS_URL=settings.nats_url,
-            ZEROMEM_REDIS_URL=settings.redis_url,
+        env = child_environment(
+            ZEROMEM_NATS_URL=settings.bus.nats_url,
+            ZEROMEM_REDIS_URL=settings.store.redis_url,
             ZEROMEM_SHARDS=str(settings.shards),
-            ZEROMEM_MASTER_KEY=settings.master_key,
+            ZEROMEM_MASTER_KEY=settings.lifecycle.master_key,
         )
 
         def role_env(role: str) -> dict[str, str]:
@@ -163,7 +167,9 @@ def run_up(
                 return env
             as_role = settings_for_role(settings, authority, role)
             return dict(
-                env, ZEROMEM_NATS_CREDS=as_role.nats_creds, ZEROMEM_REDIS_URL=as_role.redis_url
+                env,
+                ZEROMEM_NATS_CREDS=as_role.bus.nats_creds,
+                ZEROMEM_REDIS_URL=as_role.store.redis_url,
             )
 
         # With --metrics-port P: the read services scrape at P, P+1, ..., then the workers.
@@ -177,7 +183,7 @@ def run_up(
             if ports is None:
                 return base
             port = next(ports)
-            endpoints.append(f"http://{settings.metrics_host}:{port}/metrics")
+            endpoints.append(f"http://{settings.telemetry.metrics_host}:{port}/metrics")
             return dict(base, ZEROMEM_METRICS_PORT=str(port))
 
         log_json = ["--json"] if json_output else []
@@ -210,14 +216,14 @@ def run_up(
                 json.dumps(
                     {
                         "status": "ready",
-                        "nats_url": settings.nats_url,
-                        "redis_url": settings.redis_url,
+                        "nats_url": settings.bus.nats_url,
+                        "redis_url": settings.store.redis_url,
                         "data_dir": str(stack.data_dir),
                         "auth_dir": str(authority.directory) if authority is not None else "",
                         "shards": settings.shards,
                         "pid": os.getpid(),
                         "children": {
-                            " ".join(c.args[3:]): c.pid  # type: ignore[index]
+                            " ".join(str(a) for a in c.args[3:]): c.pid  # type: ignore[index]
                             for c in children
                         },
                         "metrics": endpoints,
@@ -230,8 +236,8 @@ def run_up(
             say(
                 f"zeromem is up and ready ({settings.shards} shards, {workers} worker "
                 f"process(es), {readers} read service(s))\n"
-                f"  NATS_URL={settings.nats_url}\n"
-                f"  REDIS_URL={settings.redis_url}\n"
+                f"  NATS_URL={settings.bus.nats_url}\n"
+                f"  REDIS_URL={settings.store.redis_url}\n"
                 f"  data: {stack.data_dir}\n"
                 + (
                     f"  auth: {authority.directory} (agents: `zeromem auth issue TENANT AGENT`)\n"

@@ -160,7 +160,8 @@ def save_stats_png(tenant: str, rows: Sequence[UsageRow], path: str) -> None:
         ("injected", "tab:green"),
     ):
         if any(series[name]):
-            ax.plot(times, series[name], label=f"{name} tokens", color=color, marker="o", ms=3)
+            # matplotlib plots datetimes on a date axis; its stubs list numbers only
+            ax.plot(times, series[name], label=f"{name} tokens", color=color, marker="o", ms=3)  # type: ignore[arg-type]
     ax.set_title(f"zeromem token usage, tenant {tenant}")
     ax.set_ylabel("tokens per minute")
     ax.legend()

@@ -156,6 +156,7 @@ async def run(turns: int, budget: int, seed: int, console: Console) -> dict[str,
     reader = InMemoryMetricReader()
     telemetry = Telemetry(MeterProvider(metric_readers=[reader]))
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp)) as stack:
+        assert stack.authority is not None  # an embedded stack is secured by default
         settings = stack.settings_for(
             Settings(shards=8, auth_dir=str(stack.authority.directory)), "admin"
         )

@@ -46,7 +46,7 @@ class InProcessServices:
         redis = connect_redis(settings)
         services.closers += [nc.close, redis.aclose]
         worker_type = worker_cls or WorkerService
-        extra = (
+        extra: dict[str, Any] = (
             {"telemetry": telemetry}
             if telemetry is not None and _accepts_telemetry(worker_type)
             else {}

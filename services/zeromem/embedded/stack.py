@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -28,6 +28,7 @@ from zeromem.embedded.servers import (
     port_is_free,
     secret_file,
 )
+from zeromem.settings import Settings
 
 STATE_FILE = "stack.json"
 MASTER_KEY_FILE = "master.key"
@@ -179,12 +180,12 @@ class EmbeddedStack:
         (self.data_dir / STATE_FILE).write_text(json.dumps(asdict(info), indent=2) + "\n")
         return self
 
-    def settings_for(self, settings: Any, role: str) -> Any:
+    def settings_for(self, settings: Settings, role: str) -> Settings:
         """``settings`` pointed at this stack, as service ``role`` (``worker``,
         ``reader``, ``admin``): its NATS credential and its Redis user."""
         settings = settings.with_urls(self.nats_url, self.redis_url)
-        if self.encrypt and not settings.master_key:
-            settings = replace(settings, master_key=local_master_key(self.data_dir))
+        if self.encrypt and not settings.lifecycle.master_key:
+            settings = settings.with_(lifecycle={"master_key": local_master_key(self.data_dir)})
         return settings_for_role(settings, self.authority, role)
 
     def stop(self) -> None:
@@ -224,7 +225,7 @@ def stack_master_key(data_dir: Path) -> str:
         return ""
 
 
-def settings_for_role(settings: Any, authority: Any, role: str) -> Any:
+def settings_for_role(settings: Settings, authority: Any, role: str) -> Settings:
     """``settings`` (URLs set) as service ``role`` of ``authority``'s deployment: the
     role's creds file, and its Redis user and password in the Redis URL. Unchanged when
     ``authority`` is None (an open stack)."""
@@ -232,8 +233,11 @@ def settings_for_role(settings: Any, authority: Any, role: str) -> Any:
 
     if authority is None:
         return settings
-    return replace(
-        settings,
-        nats_creds=str(authority.service_creds_path(role)),
-        redis_url=url_with_user(settings.redis_url, role, authority.redis_password(role)),
+    return settings.with_(
+        bus={"nats_creds": str(authority.service_creds_path(role))},
+        store={
+            "redis_url": url_with_user(
+                settings.store.redis_url, role, authority.redis_password(role)
+            )
+        },
     )

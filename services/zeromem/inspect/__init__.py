@@ -10,6 +10,6 @@ their lock file in ``static/vendor``).
 """
 
 from zeromem.inspect.app import create_app
-from zeromem.inspect.settings import InspectSettings
+from zeromem.settings import InspectSettings
 
 __all__ = ["InspectSettings", "create_app"]

@@ -11,9 +11,7 @@ for logging in and out, which set or clear a cookie).
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +29,11 @@ from zeromem.auth.authority import AuthError
 from zeromem.inspect import live, memories, operations, playground, savings
 from zeromem.inspect.access import COOKIE, Access, Viewer, token_of
 from zeromem.inspect.connections import Connections
-from zeromem.inspect.settings import InspectSettings
+from zeromem.inspect.filters import FILTERS
 from zeromem.lifecycle.redact import Redactor
-from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.schemas.keys import TENANT_REGEX
 from zeromem.sdk.errors import RequestRejectedError, ServiceUnavailableError
-from zeromem.settings import Settings
+from zeromem.settings import InspectSettings, Settings
 
 HERE = Path(__file__).parent
 # The page's own scripts and styles only; data for the charts travels in a JSON block.
@@ -61,16 +58,14 @@ class Inspector:
         self.inspect = inspect
         self.access = access
         self.connections = Connections(settings, inspect)
-        self.redactor = Redactor(LifecycleSettings.from_env().sensitive_pattern)
+        self.redactor = Redactor(settings.lifecycle.sensitive_pattern)
         self.masker = memories.Masker(self.redactor)
         self.streams = live.StreamSlots(inspect.max_streams)
         self.no_audit: set[str] = set()  # creds files that may not read the audit trail
         env = Environment(
             loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"])
         )
-        env.filters.update(
-            when=_when, clock=_clock, ago=_ago, num=_num, pretty=_pretty, seconds=_seconds
-        )
+        env.filters.update(FILTERS)
         self.templates = Jinja2Templates(env=env)
 
     async def client(self, request: Request, viewer: Viewer) -> Any:
@@ -78,46 +73,6 @@ class Inspector:
         if not TENANT_REGEX.match(tenant):
             raise ValueError(f"not a tenant: {tenant!r}")
         return await self.connections.client(viewer, tenant)
-
-
-# --- formatting filters ------------------------------------------------------------------
-
-
-def _when(ts: float | None) -> str:
-    if not ts:
-        return "-"
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def _clock(ts: float | None) -> str:
-    """The time of day to the millisecond, as the live rows show it (UTC)."""
-    if not ts:
-        return "-"
-    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S.%f")[:-3] + "Z"
-
-
-def _ago(ts: float | None) -> str:
-    return _seconds(time.time() - ts) + " ago" if ts else "-"
-
-
-def _seconds(s: float | None) -> str:
-    if s is None:
-        return "-"
-    s = abs(s)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size:
-            return f"{s / size:.1f}{unit}"
-    return f"{s:.0f}s"
-
-
-def _num(n: float | None) -> str:
-    return "-" if n is None else f"{n:,}"
-
-
-def _pretty(value: Any) -> str:
-    import json
-
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
 # --- the routes' data ----------------------------------------------------------------------
@@ -491,7 +446,7 @@ def create_app(
     """The inspector for the deployment ``settings`` points at (its NATS URL; its Redis URL
     and user for the operator views). ``access`` defaults to the token file of
     ``inspect.tokens_file``, else ``inspect-tokens.json`` of the local authority."""
-    inspect = inspect or InspectSettings.from_env()
+    inspect = inspect or settings.inspect
     if access is None:
         from zeromem.inspect.access import TOKENS_FILE
 

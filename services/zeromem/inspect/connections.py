@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from dataclasses import replace
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -21,9 +20,8 @@ from redis.asyncio import Redis
 
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.inspect.access import OPERATOR_AGENT, Viewer
-from zeromem.inspect.settings import InspectSettings
 from zeromem.sdk.client import MemoryClient
-from zeromem.settings import Settings
+from zeromem.settings import InspectSettings, Settings
 
 
 class Connections:
@@ -57,7 +55,7 @@ class Connections:
                 self._clients.move_to_end(key)
                 return client
             client = await MemoryClient.connect(
-                self.settings.nats_url,
+                self.settings.bus.nats_url,
                 tenant=viewer.tenant,
                 agent=viewer.agent,
                 creds=viewer.creds,
@@ -79,7 +77,7 @@ class Connections:
         viewer.check_operator()
         async with self._lock:
             if self._admin is None or self._admin.is_closed:
-                as_admin = replace(self.settings, nats_creds=viewer.creds, nats_token="")
+                as_admin = self.settings.with_(bus={"nats_creds": viewer.creds, "nats_token": ""})
                 self._admin = await connect_nats(as_admin, name="zeromem-inspect")
                 self._operator_clients = {}
             return self._admin
@@ -87,7 +85,7 @@ class Connections:
     def redis(self, viewer: Viewer) -> Redis | None:
         """Redis for the operator views (None when this process was given none)."""
         viewer.check_operator()
-        if self._redis is None and self.settings.redis_url:
+        if self._redis is None and self.settings.store.redis_url:
             self._redis = connect_redis(self.settings)
         return self._redis
 

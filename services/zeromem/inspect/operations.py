@@ -30,7 +30,7 @@ async def tenants_page(redis: Redis, cursor: str, limit: int) -> dict[str, Any]:
     only about ``limit``; the page sorts what it got)."""
     position, found = await redis.sscan(TENANTS_KEY, int(cursor or 0), count=limit)
     return {
-        "tenants": sorted(t.decode() for t in found),
+        "tenants": sorted(t.decode() if isinstance(t, bytes) else t for t in found),
         "next_cursor": str(position) if position else "",
     }
 
@@ -54,7 +54,7 @@ async def shards(nc: NatsClient, redis: Redis | None, count: int) -> dict[str, A
                 pipe.pttl(shard_lease_key(shard))
             pipe.hgetall(shard_sequence_key())
             *leases, applied = await pipe.execute()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for shard in range(count):
         token, ttl_ms = leases[2 * shard], leases[2 * shard + 1]
         rows.append(

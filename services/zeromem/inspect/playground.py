@@ -18,15 +18,25 @@ import msgspec
 
 from zeromem.inspect.memories import Masker
 from zeromem.schemas import REDACTED, MemoryType, RecallReply, owner_of
+from zeromem.schemas.strategies import (
+    FeedbackWeightStrategy,
+    NoDecayStrategy,
+    RecallStrategy,
+    RecencyStrategy,
+    StrategyError,
+    TimeWindowStrategy,
+    parse_strategy,
+)
 from zeromem.sdk.client import MemoryClient
 
-# Named strategies the form offers; "custom" takes a JSON spec (recall.ranking.build_strategy).
-STRATEGIES: dict[str, dict[str, Any] | None] = {
+# Named strategies the form offers; "custom" takes a JSON spec (zeromem.schemas.strategies).
+STRATEGIES: dict[str, RecallStrategy | None] = {
     "default": None,
-    "no_decay": {"name": "no_decay"},
-    "recency": {"name": "recency", "half_life_s": 3600},
-    "time_window_7d": {"name": "time_window", "seconds": 7 * 86400},
-    "feedback_weight": {"name": "feedback_weight"},
+    "no_decay": NoDecayStrategy(),
+    "recency": RecencyStrategy(half_life_s=3600),
+    "time_window_7d": TimeWindowStrategy(seconds=7 * 86400),
+    # feedback counts for more: a like x10 (default x5), a dislike x0.01 (default x0.1)
+    "feedback_weight": FeedbackWeightStrategy(liked=10.0, disliked=0.01),
 }
 MAX_K = 100  # RecallRequest's own bounds: refused here with a reason, before a round trip
 MAX_BUDGET = 200_000
@@ -113,7 +123,7 @@ class RecallForm:
         """A recall is always within owners: some owner, or a prefix naming one."""
         return bool(self.owners or self.prefix.count(":") >= 1)
 
-    def strategy(self) -> dict[str, Any] | None:
+    def strategy(self) -> RecallStrategy | None:
         if self.strategy_name != "custom":
             return STRATEGIES[self.strategy_name]
         try:
@@ -122,7 +132,10 @@ class RecallForm:
             raise FormError(f"the custom strategy is not JSON: {exc}") from None
         if not isinstance(spec, dict):
             raise FormError('a strategy is a JSON object, e.g. {"name": "no_decay"}')
-        return spec
+        try:
+            return parse_strategy(spec)
+        except StrategyError as exc:
+            raise FormError(str(exc)) from None
 
 
 async def run_recall(client: MemoryClient, form: RecallForm) -> RecallReply:

@@ -54,11 +54,11 @@ def totals(rows: tuple[UsageRow, ...] | list[UsageRow]) -> list[dict[str, Any]]:
     """Per agent and for all (the same sums as ``zeromem stats``'s table)."""
     per = usage_totals(rows)
     grand = dict.fromkeys(("recalls", "injected", "baseline", "history"), 0)
-    out = []
-    for agent, t in sorted(per.items()):
+    out: list[dict[str, Any]] = []
+    for agent, sums in sorted(per.items()):
         for k in grand:
-            grand[k] += t[k]
-        out.append({"agent": agent, **t})
+            grand[k] += sums[k]
+        out.append({"agent": agent, **sums})
     out.append({"agent": "all", **grand})
     for t in out:
         t["saved"] = t["baseline"] - t["injected"]

@@ -11,12 +11,10 @@ uses to mint itself an agent credential. Elsewhere, viewers log in with tokens f
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from zeromem.inspect.access import TOKENS_FILE, Access, Viewer
-from zeromem.inspect.settings import InspectSettings
-from zeromem.settings import Settings
+from zeromem.settings import InspectSettings, Settings
 
 
 def operator_link(settings: Settings, inspect: InspectSettings, access: Access) -> str | None:
@@ -38,12 +36,17 @@ def with_reader_redis(settings: Settings) -> Settings:
     from zeromem.auth.credentials import local_authority
     from zeromem.embedded.stack import settings_for_role
 
-    if not settings.redis_url or settings.redis_username or "@" in settings.redis_url:
+    if (
+        not settings.store.redis_url
+        or settings.store.redis_username
+        or "@" in settings.store.redis_url
+    ):
         return settings
     authority = local_authority(settings)
     if authority is None:
         return settings
-    return replace(settings, redis_url=settings_for_role(settings, authority, "reader").redis_url)
+    reader = settings_for_role(settings, authority, "reader")
+    return settings.with_(store={"redis_url": reader.store.redis_url})
 
 
 def run_inspect(settings: Settings, inspect: InspectSettings, *, link: bool = True) -> int:

@@ -63,12 +63,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
-import os
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from zeromem.extras import require
@@ -79,7 +76,6 @@ from langgraph.store.base import (
     GetOp,
     Item,
     ListNamespacesOp,
-    MatchCondition,
     Op,
     PutOp,
     Result,
@@ -88,10 +84,18 @@ from langgraph.store.base import (
     TTLConfig,
 )
 
-from zeromem.recall.ranking import bm25
+from zeromem.integrations.langgraph_keys import escape, unescape
+from zeromem.integrations.langgraph_semantics import (
+    Row,
+    bm25_scores,
+    compare_values,
+    does_match,
+    insertion_order,
+    utc_datetime,
+)
 from zeromem.schemas import MemoryItem, MemoryKey, MemoryType
 from zeromem.sdk.client import MemoryClient, Wait
-from zeromem.store.text import terms
+from zeromem.settings import Settings
 
 try:  # newer langgraph validates the labels of ops handed straight to batch()
     from langgraph.store.base import validate_op_namespace as _validate_op
@@ -104,45 +108,6 @@ except ImportError:  # pragma: no cover - older langgraph
 T = TypeVar("T")
 TTL_TAG = "lgttl:"  # tag carrying the item's TTL in seconds, for refresh on read
 _PAGE = 1000
-_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
-_HEX = frozenset("0123456789ABCDEF")
-
-
-def escape(component: str) -> str:
-    """One namespace label or key in the key alphabet; reversible by :func:`unescape`."""
-    if component == "":
-        return "_"
-    out: list[str] = []
-    for char in component:
-        if char in _PLAIN:
-            out.append(char)
-        elif char == "_":
-            out.append("__")
-        else:
-            out.extend(f"_{b:02X}" for b in char.encode("utf-8"))
-    return "".join(out)
-
-
-def unescape(text: str) -> str:
-    if text == "_":
-        return ""
-    raw = bytearray()
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if char != "_":
-            raw += char.encode()
-            i += 1
-        elif text[i + 1 : i + 2] == "_":
-            raw += b"_"
-            i += 2
-        else:
-            pair = text[i + 1 : i + 3]
-            if len(pair) != 2 or not set(pair) <= _HEX:
-                raise ValueError(f"bad escape in {text!r}")
-            raw.append(int(pair, 16))
-            i += 3
-    return raw.decode("utf-8")
 
 
 class ZeromemStore(BaseStore):
@@ -175,6 +140,7 @@ class ZeromemStore(BaseStore):
         self.read_concurrency = read_concurrency
         self._loop = loop
         self._thread: threading.Thread | None = None
+        self._home: asyncio.AbstractEventLoop | None
         # The loop the client answers on: ``loop``, else the one the store was made on.
         try:
             self._home = loop or asyncio.get_running_loop()
@@ -206,14 +172,17 @@ class ZeromemStore(BaseStore):
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, daemon=True, name="zeromem-store")
         thread.start()
-        if creds is None and not (
-            os.environ.get("ZEROMEM_CREDS")
-            or os.environ.get("NATS_CREDS")
-            or os.environ.get("ZEROMEM_NATS_CREDS")
-        ):
+        settings = Settings.from_env()
+        if creds is None and not settings.bus.nats_creds:
             tenant, agent = tenant or "default", agent or "langgraph"
         connect = MemoryClient.connect(
-            url, tenant=tenant, agent=agent, shards=shards, creds=creds, timeout=timeout
+            url,
+            tenant=tenant,
+            agent=agent,
+            shards=shards,
+            creds=creds,
+            timeout=timeout,
+            settings=settings,
         )
         client = asyncio.run_coroutine_threadsafe(connect, loop).result()
         store = cls(client, loop=loop, **kwargs)
@@ -266,8 +235,8 @@ class ZeromemStore(BaseStore):
             elif isinstance(op, PutOp):
                 self.key_for(op.namespace, op.key)  # refuse an unmappable item up front
                 puts[(op.namespace, op.key)] = op
-            else:
-                for _, coro in reads:
+            else:  # the types say it cannot happen; a caller's Python can still do it
+                for _, coro in reads:  # type: ignore[unreachable]
                     coro.close()
                 raise ValueError(f"Unknown operation type: {type(op)}")
         if reads:
@@ -348,7 +317,7 @@ class ZeromemStore(BaseStore):
             shared.next = loop.create_future()
             if shared.runner is None:
                 shared.runner = loop.create_task(self._serve(slot, shared, read))
-        return await asyncio.shield(shared.next)  # type: ignore[no-any-return]
+        return await asyncio.shield(shared.next)
 
     async def _serve(
         self, slot: tuple[asyncio.AbstractEventLoop, Hashable], shared: _Shared, read: Any
@@ -398,13 +367,13 @@ class ZeromemStore(BaseStore):
             wait=self.wait,
         )
 
-    async def _scan(self, namespace_prefix: tuple[str, ...]) -> list[_Row]:
+    async def _scan(self, namespace_prefix: tuple[str, ...]) -> list[Row]:
         """Every live item under the prefix, parsed and in insertion order, shared by the
         concurrent scans of it (a thousand searches parse and sort once, not each)."""
         prefix = self._list_prefix(namespace_prefix)
         return await self._share(("scan", prefix), lambda: self._rows(prefix))
 
-    async def _rows(self, prefix: str) -> list[_Row]:
+    async def _rows(self, prefix: str) -> list[Row]:
         found: list[MemoryItem] = []
         cursor = ""
         while True:
@@ -415,8 +384,8 @@ class ZeromemStore(BaseStore):
             if not page.next_cursor:
                 break
             cursor = page.next_cursor
-        rows = [_Row(*self.parse_key(item.key), item) for item in found]
-        return _insertion_order(rows)
+        rows = [Row(*self.parse_key(item.key), item) for item in found]
+        return insertion_order(rows)
 
     async def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
@@ -427,12 +396,12 @@ class ZeromemStore(BaseStore):
             and isinstance(row.item.value, dict)
             and (
                 not op.filter
-                or all(_compare_values(row.item.value.get(k), v) for k, v in op.filter.items())
+                or all(compare_values(row.item.value.get(k), v) for k, v in op.filter.items())
             )
         ]
         scores: list[float | None] = [None] * len(rows)
         if op.query:
-            scores = _bm25_scores(
+            scores = bm25_scores(
                 op.query, [json.dumps(r.item.value, ensure_ascii=False, default=str) for r in rows]
             )
             order = sorted(
@@ -461,7 +430,7 @@ class ZeromemStore(BaseStore):
         namespaces = {row.namespace for row in await self._scan(())}
         if op.match_conditions:
             namespaces = {
-                ns for ns in namespaces if all(_does_match(c, ns) for c in op.match_conditions)
+                ns for ns in namespaces if all(does_match(c, ns) for c in op.match_conditions)
             }
         if op.max_depth is not None:
             namespaces = {ns[: op.max_depth] for ns in namespaces}
@@ -479,8 +448,8 @@ class ZeromemStore(BaseStore):
             value=dict(found.value),
             key=key,
             namespace=namespace,
-            created_at=_dt(found.created_at),
-            updated_at=_dt(found.updated_at),
+            created_at=utc_datetime(found.created_at),
+            updated_at=utc_datetime(found.updated_at),
         )
 
 
@@ -495,44 +464,6 @@ class _Shared:
         self.runner: asyncio.Task[None] | None = None
 
 
-# --- helpers mirroring InMemoryStore's semantics ------------------------------------------
-
-
-class _Row:
-    """One item of a scan, parsed once: its LangGraph namespace and key, the memory, and
-    its times as LangGraph gives them."""
-
-    __slots__ = ("created_at", "item", "key", "namespace", "updated_at")
-
-    def __init__(self, namespace: tuple[str, ...], key: str, item: MemoryItem) -> None:
-        self.namespace, self.key, self.item = namespace, key, item
-        self.created_at, self.updated_at = _dt(item.created_at), _dt(item.updated_at)
-
-
-def _insertion_order(rows: list[_Row]) -> list[_Row]:
-    """Group by namespace in order of each namespace's oldest item, items by creation."""
-    first: dict[tuple[str, ...], float] = {}
-    for row in rows:
-        first[row.namespace] = min(first.get(row.namespace, math.inf), row.item.created_at)
-    return sorted(rows, key=lambda r: (first[r.namespace], r.namespace, r.item.created_at, r.key))
-
-
-def _bm25_scores(query: str, texts: list[str]) -> list[float | None]:
-    query_terms = list(dict.fromkeys(terms(query)))
-    docs = [terms(text) for text in texts]
-    if not docs or not query_terms:
-        return [None] * len(texts)
-    avg_len = sum(map(len, docs)) / len(docs)
-    df = {t: sum(1 for d in docs if t in d) for t in query_terms}
-    scores: list[float | None] = []
-    for doc in docs:
-        total = sum(
-            bm25(doc.count(t), df[t], len(docs), len(doc), avg_len, 1.2, 0.75) for t in query_terms
-        )
-        scores.append(total if total > 0 else None)
-    return scores
-
-
 def _ttl_of(item: MemoryItem) -> float | None:
     for tag in item.tags:
         if tag.startswith(TTL_TAG):
@@ -541,48 +472,3 @@ def _ttl_of(item: MemoryItem) -> float | None:
             except ValueError:
                 return None
     return None
-
-
-def _dt(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, tz=UTC)
-
-
-def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
-    path = condition.path
-    if len(namespace) < len(path):
-        return False
-    if condition.match_type == "prefix":
-        pairs = zip(namespace, path, strict=False)
-    elif condition.match_type == "suffix":
-        pairs = zip(reversed(namespace), reversed(path), strict=False)
-    else:
-        raise ValueError(f"Unsupported match type: {condition.match_type}")
-    return all(p == "*" or k == p for k, p in pairs)
-
-
-def _compare_values(item_value: Any, filter_value: Any) -> bool:
-    """JSONB-like comparison with ``$eq $ne $gt $gte $lt $lte``, as LangGraph's stores do."""
-    if isinstance(filter_value, dict):
-        if any(k.startswith("$") for k in filter_value):
-            return all(_apply_operator(item_value, k, v) for k, v in filter_value.items())
-        if not isinstance(item_value, dict):
-            return False
-        return all(_compare_values(item_value.get(k), v) for k, v in filter_value.items())
-    if isinstance(filter_value, list | tuple):
-        return (
-            isinstance(item_value, list | tuple)
-            and len(item_value) == len(filter_value)
-            and all(_compare_values(i, f) for i, f in zip(item_value, filter_value, strict=False))
-        )
-    return bool(item_value == filter_value)
-
-
-def _apply_operator(value: Any, operator: str, operand: Any) -> bool:
-    if operator == "$eq":
-        return bool(value == operand)
-    if operator == "$ne":
-        return bool(value != operand)
-    if operator in ("$gt", "$gte", "$lt", "$lte"):
-        a, b = float(value), float(operand)
-        return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[operator]
-    raise ValueError(f"Unsupported operator: {operator}")

@@ -30,6 +30,7 @@ async def local_stack(
         root = Path(data_dir)
         stack = EmbeddedStack(root / "stack").start()
         exits.callback(stack.stop)
+        assert stack.authority is not None  # an embedded stack is secured by default
         # Secured like `zeromem up`: the services run under their own identities, and a
         # client given these settings (``MemoryClient.connect(..., settings=settings)``)
         # gets a credential for its tenant and agent from the stack's authority.

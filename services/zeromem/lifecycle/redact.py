@@ -30,8 +30,8 @@ import logging
 import re
 from typing import Any
 
-from zeromem.lifecycle.settings import DEFAULT_SENSITIVE_PATTERN
 from zeromem.schemas import REDACTED
+from zeromem.settings import DEFAULT_SENSITIVE_PATTERN
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NOT_WORD = re.compile(r"[^A-Za-z0-9]+")

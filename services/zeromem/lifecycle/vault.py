@@ -251,8 +251,8 @@ async def check_master_key(redis: Redis, vault: Vault | None) -> None:
 def vault_of(settings: Settings, redis: Redis) -> Vault | None:
     """The vault a process seals and opens with, from its settings; None without a master
     key (then nothing is encrypted, and a tenant listed for encryption is an error)."""
-    provider = master_key_provider(settings.master_key)
-    policy = EncryptionPolicy.parse(settings.encrypt_tenants)
+    provider = master_key_provider(settings.lifecycle.master_key)
+    policy = EncryptionPolicy.parse(settings.lifecycle.encrypt_tenants)
     if provider is None:
         if policy.tenants:
             raise ValueError(

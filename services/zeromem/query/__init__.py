@@ -1,4 +1,4 @@
-"""The read services over NATS request-reply: exact reads (get, list), stats and browsing
-on FastStream, and recall's responder (a plain nats-py subscription, for latency), each
-admitted and given its tenant's turn (``admission``, ``gate``). What recall computes is
-``zeromem.recall``'s."""
+"""The read services over NATS request-reply: one responder (``responder``, a plain
+nats-py subscription per kind) answers info, get, list, stats, owners, archived and
+recall, each request admitted and given its tenant's turn (``admission``, ``gate``).
+What recall computes is ``zeromem.recall``'s."""

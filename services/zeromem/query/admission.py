@@ -3,8 +3,9 @@
 Everything a request could do to cost the service (or another tenant) dearly is checked
 here, before any work: its tenant is the subject's, its reader is a bounded id, every
 number is finite, and each ``zeromem.limits`` bound on recall (owners, query length,
-scope filters, strategy shape) and stats (range) holds. A refusal is a ``bad_request``
-reply naming the limit, never a traceback in the service's log.
+scope filters) and stats (range) holds; a recall's strategy is typed and checked as it is
+decoded (``zeromem.schemas.strategies``). A refusal is a ``bad_request`` reply naming the
+limit, never a traceback in the service's log.
 """
 
 from __future__ import annotations
@@ -13,23 +14,20 @@ import time
 from typing import Any, TypeVar
 
 import msgspec
-from faststream.nats import NatsResponse
 
 from zeromem import naming
 from zeromem.limits import Limits, refusal
 from zeromem.schemas import (
     ArchivedRequest,
-    ErrorCode,
-    ErrorReply,
     GetRequest,
     ListRequest,
     OwnersRequest,
     RecallRequest,
     StatsRequest,
     decode,
-    encode,
 )
-from zeromem.shape import agent_refusal, finite_refusal, shape_refusal
+from zeromem.schemas.strategies import EMPTY_STRATEGY_ERROR, explain_strategy_error
+from zeromem.shape import agent_refusal, finite_refusal
 
 T = TypeVar("T")
 
@@ -62,9 +60,9 @@ def reader_from_subject(request: T, subject: str) -> T | str:
 def admit_request(subject: str, data: bytes, type_: type[T], limits: Limits) -> T:
     """``data`` as a ``type_`` request on ``subject``; raises ``Refused`` with the reason."""
     try:
-        request: Any = decode(data, type_)
+        request: Any = _decode(data, type_)
     except msgspec.DecodeError as exc:
-        raise Refused(str(exc)) from None
+        raise Refused(explain_strategy_error(str(exc))) from None
     except RecursionError:
         raise Refused(refusal("nesting_depth", "request nested too deeply to decode")) from None
     # The reader is bounded before it is compared: the subject's agent is what the server
@@ -87,6 +85,21 @@ def admit_request(subject: str, data: bytes, type_: type[T], limits: Limits) -> 
         if reason is not None:
             raise Refused(reason)
     return request  # type: ignore[no-any-return]
+
+
+def _decode(data: bytes, type_: type[T]) -> T:
+    try:
+        return decode(data, type_)
+    except msgspec.ValidationError as exc:
+        if type_ is not RecallRequest or str(exc) != EMPTY_STRATEGY_ERROR:
+            raise
+    # The empty map the first clients sent for the default strategy, which the tagged
+    # union cannot decode: decoded again without it (only such a request pays for this).
+    fields = msgspec.msgpack.decode(data)
+    if not isinstance(fields, dict) or fields.get("strategy") != {}:
+        raise msgspec.ValidationError(EMPTY_STRATEGY_ERROR)
+    del fields["strategy"]
+    return decode(msgspec.msgpack.encode(fields), type_)
 
 
 def stats_window(
@@ -144,10 +157,8 @@ def _recall(request: RecallRequest, limits: Limits) -> str | None:
         reason = _keyish("owner", owner, limits)
         if reason is not None:
             return reason
-    return (
-        _keyish("prefix", scope.prefix, limits)
-        or finite_refusal("scope since or until", scope.since, scope.until)
-        or shape_refusal(request.strategy, depth_limit=limits.nesting_depth, where="strategy")
+    return _keyish("prefix", scope.prefix, limits) or finite_refusal(
+        "scope since or until", scope.since, scope.until
     )
 
 
@@ -178,11 +189,3 @@ _CHECKS: dict[type, Any] = {
     OwnersRequest: _owners,
     ArchivedRequest: _archived,
 }
-
-
-def error_response(code: ErrorCode, message: str) -> NatsResponse:
-    """A refusal or failure as the FastStream handlers answer it: an ``ErrorReply`` with
-    its code in a header too."""
-    return NatsResponse(
-        encode(ErrorReply(error=message, code=code)), headers={naming.ERROR_HEADER: code}
-    )

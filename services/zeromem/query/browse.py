@@ -11,17 +11,13 @@ of one owner's archive hash.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
-
 import msgspec
-from faststream.nats import NatsBroker, NatsMessage, NatsResponse
 from redis.asyncio import Redis
 
-from zeromem import naming
 from zeromem.lifecycle.reads import ReadRecorder
 from zeromem.lifecycle.vault import open_archive_records
-from zeromem.query.admission import error_response
+from zeromem.query.admission import Refused
+from zeromem.query.responder import Answer, Responder
 from zeromem.schemas import (
     ArchivedReply,
     ArchivedRequest,
@@ -85,56 +81,33 @@ class OwnerBrowser:
         return ArchivedReply(items=tuple(items), next_cursor=str(position) if position else "")
 
 
-# ``served(msg, request type, answer)``: admit, wait for the tenant's turn, answer.
-Served = Callable[
-    [NatsMessage, type[Any], Callable[[Any], Awaitable[NatsResponse]]], Awaitable[NatsResponse]
-]
-
-
-def register_browse_handlers(
-    broker: NatsBroker, redis: Redis, recorder: ReadRecorder, served: Served, handlers: int
-) -> None:
-    """Subscribe the owners and archived handlers on ``broker``. ``served(msg, type,
-    answer)`` admits a request and waits for its tenant's turn before ``answer`` runs (the
-    query service's: the same admission and the same turns as get and list); ``handlers``
-    run at once per subscription, as get's and list's."""
+def register_browse_handlers(responder: Responder, redis: Redis, recorder: ReadRecorder) -> None:
+    """Route owners and archived on ``responder`` (the same admission and the same turns
+    as get and list)."""
     browser = OwnerBrowser(redis)
 
-    async def owners(request: OwnersRequest) -> NatsResponse:
+    async def owners(request: OwnersRequest) -> Answer:
         reply = await browser.owners(request.tenant, request.prefix, request.cursor, request.limit)
         await recorder.after_read(
             request.tenant, request.reader, "owners", (), detail={"prefix": request.prefix}
         )
-        return NatsResponse(encode(reply))
+        return Answer(encode(reply))
 
-    async def archived(request: ArchivedRequest) -> NatsResponse:
+    async def archived(request: ArchivedRequest) -> Answer:
         owner = request.owner
         if not owner or MemoryKey.parse(owner).name is not None:
-            return _bad_request(f"an owner is 'namespace:owner_id', not {owner!r}")
+            raise Refused(f"an owner is 'namespace:owner_id', not {owner!r}")
         if request.key and not request.key.startswith(owner + ":"):
-            return _bad_request(f"{request.key!r} is not a key of {owner!r}")
+            raise Refused(f"{request.key!r} is not a key of {owner!r}")
         if request.cursor and not request.cursor.isdigit():
-            return _bad_request(f"not a cursor of this query: {request.cursor!r}")
+            raise Refused(f"not a cursor of this query: {request.cursor!r}")
         reply = await browser.archived(
             request.tenant, owner, request.key, request.cursor, request.limit
         )
         await recorder.after_read(
             request.tenant, request.reader, "archived", (i.key for i in reply.items)
         )
-        return NatsResponse(encode(reply))
+        return Answer(encode(reply))
 
-    @broker.subscriber(
-        naming.query_subject_all("owners"), queue=naming.QUERY_QUEUE_GROUP, max_workers=handlers
-    )
-    async def handle_owners(msg: NatsMessage) -> NatsResponse:
-        return await served(msg, OwnersRequest, owners)
-
-    @broker.subscriber(
-        naming.query_subject_all("archived"), queue=naming.QUERY_QUEUE_GROUP, max_workers=handlers
-    )
-    async def handle_archived(msg: NatsMessage) -> NatsResponse:
-        return await served(msg, ArchivedRequest, archived)
-
-
-def _bad_request(message: str) -> NatsResponse:
-    return error_response("bad_request", message)
+    responder.route("owners", OwnersRequest, owners)
+    responder.route("archived", ArchivedRequest, archived)

@@ -2,7 +2,7 @@
 
 Reads that went unanswered for 10-60 s under load left an empty serve log: nothing told
 a stalled turn from a lost subscription, a dead connection or a read stuck on Redis. The
-dump says which: the gate's state, each NATS connection and subscription, and the
+dump says which: the gate's state, the NATS connection and each subscription, and the
 stacks of the running tasks, grouped (two thousand handlers waiting in one place are one
 line with a count).
 """
@@ -13,7 +13,7 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-from zeromem.query.gate import TenantGate
+from zeromem.query.responder import Responder
 
 STACK_FRAMES = 8  # innermost frames of a task's stack that name where it waits
 
@@ -28,16 +28,13 @@ def connection_state(name: str, nc: Any) -> str:
     )
 
 
-def subscriber_state(subscriber: Any) -> str:
-    """A FastStream subscriber: whether its consume task still runs (its supervisor
-    restarts a failed one) and how many of its ``max_workers`` are free."""
-    tasks = getattr(subscriber, "tasks", [])
-    limiter = getattr(subscriber, "limiter", None)
+def subscription_state(kind: str, sub: Any) -> str:
+    """A responder's subscription: the requests NATS delivered to it and those still
+    waiting for its callback (which never waits, so a growing backlog means a stalled
+    loop)."""
     return (
-        f"subscriber {subscriber.subject}: running={subscriber.running} "
-        f"subscribed={subscriber.subscription is not None} "
-        f"consume_tasks_done={[t.done() for t in tasks]} "
-        f"free_workers={None if limiter is None else limiter.value}"
+        f"subscription {kind} ({sub.subject}, queue {sub.queue!r}): "
+        f"delivered={sub.delivered} pending_msgs={sub.pending_msgs}"
     )
 
 
@@ -54,15 +51,10 @@ def task_stacks() -> list[str]:
     return [f"{count} task(s) at {where}" for where, count in places.most_common()]
 
 
-def read_service_state(
-    gate: TenantGate,
-    connections: dict[str, Any],
-    subscribers: list[Any],
-    recall_tasks: int,
-) -> str:
-    lines = [f"gate: {gate.state()}"]
-    lines += [connection_state(name, nc) for name, nc in connections.items()]
-    lines += [subscriber_state(s) for s in subscribers]
-    lines.append(f"recall requests being answered: {recall_tasks}")
+def read_service_state(responder: Responder, connection_name: str) -> str:
+    lines = [f"gate: {responder.gate.state()}"]
+    lines.append(connection_state(connection_name, responder.nc))
+    lines += [subscription_state(k, s) for k, s in responder.subscriptions.items()]
+    lines.append(f"requests being answered: {responder.in_hand}")
     lines += task_stacks()
     return "\n".join(lines)

@@ -9,12 +9,7 @@ read, on ``zm.q.<tenant>.<agent>.info``, which every agent's permissions already
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
-
-from faststream.nats import NatsBroker, NatsMessage, NatsResponse
-
-from zeromem import naming
+from zeromem.query.responder import Answer, Responder
 from zeromem.schemas import WIRE_VERSION, InfoReply, InfoRequest, encode
 from zeromem.settings import Settings
 
@@ -23,27 +18,16 @@ def contract_info(settings: Settings, shards: int, max_payload: int) -> InfoRepl
     return InfoReply(
         version=WIRE_VERSION,
         shards=shards,
-        dedupe_window_s=settings.dedupe_window_s,
+        dedupe_window_s=settings.bus.dedupe_window_s,
         batch_commands=settings.limits.batch_commands,
         value_bytes=settings.limits.value_bytes,
-        max_clock_skew_s=settings.max_clock_skew_s,
+        max_clock_skew_s=settings.worker.max_clock_skew_s,
         max_payload=max_payload,
     )
 
 
-def register_info_handler(
-    broker: NatsBroker,
-    settings: Settings,
-    shards: int,
-    served: Callable[[NatsMessage, type[Any], Callable[[Any], Awaitable[NatsResponse]]], Any],
-    handlers: int,
-) -> None:
-    async def info(request: InfoRequest) -> NatsResponse:
-        max_payload = broker.connection.max_payload if broker.connection else 0
-        return NatsResponse(encode(contract_info(settings, shards, max_payload)))
+def register_info_handler(responder: Responder, settings: Settings, shards: int) -> None:
+    async def info(request: InfoRequest) -> Answer:
+        return Answer(encode(contract_info(settings, shards, responder.nc.max_payload)))
 
-    @broker.subscriber(
-        naming.query_subject_all("info"), queue=naming.QUERY_QUEUE_GROUP, max_workers=handlers
-    )
-    async def handle_info(msg: NatsMessage) -> NatsResponse:
-        return await served(msg, InfoRequest, info)  # type: ignore[no-any-return]
+    responder.route("info", InfoRequest, info)

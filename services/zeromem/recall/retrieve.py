@@ -17,6 +17,10 @@ The candidates are then scored in two stages: cheaply on posting data alone, the
 Without a filter, all of it up to stage two is one script call (``recall_survey.lua``): stage
 one runs next to the postings, so only the memories stage two needs cross the network,
 and they come in the same round trip.
+
+Over 500 lines on purpose: the two routes to candidates (the survey script, the filtered
+set) end in one ``_finish`` and share the corpus, filter and row-decoding helpers; split,
+each half would import the other's private steps.
 """
 
 from __future__ import annotations

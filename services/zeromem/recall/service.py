@@ -10,25 +10,16 @@ candidate with its scores and the reason it was kept or cut.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from redis.asyncio import Redis
 
 from zeromem.limits import Limits, refusal
 from zeromem.recall.dates import date_range
 from zeromem.recall.packing import PackItem, PackResult, pack
-from zeromem.recall.ranking import (
-    ByTag,
-    ByType,
-    Compose,
-    Ranking,
-    RankingConfig,
-    Strategy,
-    TimeWindow,
-    build_strategy,
-    score_candidates,
-)
+from zeromem.recall.ranking import Ranking, RankingConfig, score_candidates
 from zeromem.recall.retrieve import Filters, Gathered, fetch_items, gather
+from zeromem.recall.strategies import compile_strategy
 from zeromem.schemas import (
     Candidate,
     MemoryKey,
@@ -71,23 +62,6 @@ def scope_owners(scope: RecallScope) -> list[str]:
         if parsed.name is not None:
             raise RecallError(f"invalid owner {owner!r}: expected 'namespace:owner_id'")
     return owners
-
-
-def _strategy_filters(strategy: Strategy) -> tuple[float | None, set[str], set[str]]:
-    """The filters a strategy implies (time window, only-these tags or types), so they run
-    before ranking like the scope's own and count in the baseline."""
-    steps: Iterable[Strategy] = strategy.steps if isinstance(strategy, Compose) else (strategy,)
-    window: float | None = None
-    tags: set[str] = set()
-    types: set[str] = set()
-    for step in steps:
-        if isinstance(step, TimeWindow):
-            window = step.seconds if window is None else min(window, step.seconds)
-        elif isinstance(step, ByTag) and step.only:
-            tags |= set(step.values)
-        elif isinstance(step, ByType) and step.only:
-            types |= set(step.values)
-    return window, tags, types
 
 
 class RecallService:
@@ -143,21 +117,23 @@ class RecallService:
 
     async def _recall(self, request: RecallRequest) -> RecallReply:
         now = time.time()
+        strategy = compile_strategy(request.strategy)  # validated when the request was decoded
         try:
-            strategy = build_strategy(request.strategy)
             count = token_counter(request.encoding)
         except ValueError as exc:
             raise RecallError(str(exc)) from exc
         owners = scope_owners(request.scope)
-        window, only_tags, only_types = _strategy_filters(strategy)
-        filters = Filters.of(request.scope, window, now)
+        # The strategy's filters run before ranking, as the scope's do, and count in the
+        # baseline; its exact filters (every ``only`` step) run again in the scoring.
+        filters = Filters.of(request.scope, strategy.window_s, now)
+        only_tags, only_types = strategy.only_values(on_tags=True), strategy.only_values(False)
         if only_tags and not filters.tags:
             filters = Filters(
-                filters.types, frozenset(only_tags), filters.since, filters.until, filters.prefix
+                filters.types, only_tags, filters.since, filters.until, filters.prefix
             )
         if only_types and not filters.types:
             filters = Filters(
-                frozenset(only_types), filters.tags, filters.since, filters.until, filters.prefix
+                only_types, filters.tags, filters.since, filters.until, filters.prefix
             )
         query_terms = list(dict.fromkeys(terms(request.query)))
         if len(query_terms) > self.limits.query_terms:
@@ -168,7 +144,10 @@ class RecallService:
                     f"query, limit {self.limits.query_terms}",
                 )
             )
-        config = strategy.config(self.config)
+        try:
+            config = strategy.config(self.config)
+        except ValueError as exc:  # a setting RankingConfig refuses (its own bounds)
+            raise RecallError(str(exc)) from exc
         if query_terms and config.speaker_weight > 0.0:
             query_terms += field_terms(query_terms)  # any query word may name a speaker
         dates = date_range(request.query) if config.date_weight != 1.0 else None

@@ -15,135 +15,61 @@ import base64
 import contextlib
 import functools
 import hashlib
-import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
-from enum import Enum
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js import JetStreamContext
 from nats.js.errors import APIError, NoStreamResponseError
 from opentelemetry import propagate, trace
 
 from zeromem import naming
-from zeromem.auth.authority import AuthError, Credential
+from zeromem.auth.authority import Credential
 from zeromem.ids import new_command_id
 from zeromem.schemas import (
     CONTENT_MAX_CHARS,
     WIRE_VERSION,
-    Applied,
     Archive,
-    ArchivedReply,
-    ArchivedRequest,
-    AuditEntry,
     Command,
-    Conflict,
     Delete,
-    ErrorReply,
     Expire,
     Feedback,
     FeedbackKind,
     Forget,
-    GetReply,
-    GetRequest,
     InfoReply,
-    InfoRequest,
-    ListReply,
-    ListRequest,
-    MemoryItem,
     MemoryKey,
     MemoryType,
-    OwnersReply,
-    OwnersRequest,
     Patch,
     Put,
-    RecalledMemory,
-    RecallReply,
-    RecallRequest,
-    RecallScope,
-    Rejected,
     Restore,
     Result,
-    ResultStatus,
-    StatsReply,
-    StatsRequest,
     Touch,
-    decode,
     decode_result,
     encode,
     status_of,
 )
 from zeromem.sdk.acks import AckCounter
 from zeromem.sdk.batching import CommandBatcher
+from zeromem.sdk.connection import ErrorAwareJetStream, connect_or_refused, embedded_nats_url
 from zeromem.sdk.errors import (
     CommandRefusedError,
-    ConnectError,
-    NoResponderError,
-    NoStackError,
     NoStreamError,
-    RequestRejectedError,
     ServiceUnavailableError,
     WaitTimeoutError,
     ZeromemError,
 )
-from zeromem.sdk.feed import ChangeFeed
-from zeromem.settings import nats_servers
+from zeromem.sdk.reads import ReadMethods
+from zeromem.sdk.receipts import Receipt, ReceiptStatus, Wait
+from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry
 
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
+__all__ = ["MemoryClient", "Receipt", "ReceiptStatus", "Wait"]
 
 
-class Wait(str, Enum):
-    NONE = "none"  # handed to the connection; JetStream's ack is checked in the background
-    STORED = "stored"  # JetStream has persisted the command
-    APPLIED = "applied"  # a worker applied it, or answered conflict / rejected
-
-
-# "published" and "stored" before any worker answered; a result's status after.
-ReceiptStatus = Literal["published", "stored"] | ResultStatus
-
-
-@dataclass(frozen=True, slots=True)
-class Receipt:
-    """What a write returns. ``status`` is ``published``, ``stored``, ``applied``,
-    ``conflict`` or ``rejected``; the last three come with ``wait="applied"``."""
-
-    command_id: str
-    key: str
-    status: ReceiptStatus
-    stream_seq: int = 0
-    duplicate: bool = False  # JetStream had already stored this command id
-    result: Result | None = None
-
-    @property
-    def version(self) -> int:
-        return self.result.version if isinstance(self.result, Applied) else 0
-
-    @property
-    def current_version(self) -> int:
-        return self.result.current_version if isinstance(self.result, Conflict) else self.version
-
-    @property
-    def ok(self) -> bool:
-        return self.status in ("published", "stored", "applied")
-
-    @property
-    def reason(self) -> str:
-        return self.result.reason if isinstance(self.result, Rejected) else ""
-
-
-_MISSING: Any = object()
 # by member or by value (a str enum hashes as its value); an enum call costs more
 _MEMORY_TYPES: dict[str, MemoryType] = {t.value: t for t in MemoryType}
 _OPS = {
@@ -159,7 +85,7 @@ _OPS = {
 }
 
 
-class MemoryClient:
+class MemoryClient(ReadMethods):
     """An async client bound to one tenant and one agent identity."""
 
     def __init__(
@@ -179,7 +105,7 @@ class MemoryClient:
         connected with this agent's credential and inbox prefix (``connect`` does both):
         the server refuses any other agent's subjects."""
         self.nc = nc
-        self.js = _JetStream(nc)
+        self.js = ErrorAwareJetStream(nc)
         self.tenant = tenant
         self.agent = agent
         self.shards = shards
@@ -213,7 +139,7 @@ class MemoryClient:
         timeout: float = 5.0,
         telemetry: Telemetry | None = None,
         batch: bool = True,
-        settings: Any = None,
+        settings: Settings | None = None,
     ) -> MemoryClient:
         """Connect to ``url``; without one, ZEROMEM_NATS_URL / NATS_URL, then the embedded
         stack ``zeromem up`` runs in this directory. ``creds`` is a creds file (or
@@ -226,11 +152,10 @@ class MemoryClient:
         asks the read services for the deployment's shard count (``discover``) instead of
         taking it from the settings."""
         from zeromem.auth.credentials import agent_credential, check_identity, nats_options
-        from zeromem.settings import Settings
 
         settings = settings or Settings.from_env()
         if not url:
-            url = settings.nats_url or _embedded_nats_url(settings)
+            url = settings.bus.nats_url or embedded_nats_url(settings)
         credential = agent_credential(settings, tenant or "default", agent or "agent", creds, token)
         tenant, agent = check_identity(credential, tenant or "", agent or "")
         tenant, agent = tenant or "default", agent or "agent"
@@ -241,11 +166,11 @@ class MemoryClient:
                 client._acks.forget_outstanding()
 
         options = nats_options(
-            settings.with_urls(url, settings.redis_url),
+            settings.with_urls(url, settings.store.redis_url),
             credential,
             inbox_prefix=naming.agent_inbox_prefix(tenant, agent),
         )
-        nc = await _connect_or_refused(
+        nc = await connect_or_refused(
             url,
             name=f"zeromem-sdk-{agent}",
             max_reconnect_attempts=-1,
@@ -436,36 +361,6 @@ class MemoryClient:
         """Bring an archived memory back (its version continues past the archive's)."""
         return await self.send(Restore(**self._envelope(key, expected_version)), wait)
 
-    async def watch(
-        self,
-        scope: str,
-        *,
-        since_position: int | None = None,
-        since_time: float | None = None,
-        from_start: bool = False,
-    ) -> ChangeFeed:
-        """Subscribe to the changes of a scope (``task:t42:*``, ``user:u1``, ``task:*``):
-        only new ones by default; after ``since_position`` (an event's ``position``) or
-        from ``since_time`` to resume after a disconnect. Iterate it, or ``await
-        feed.next(timeout)``; ``await feed.close()`` when done."""
-        return await ChangeFeed(
-            self.nc,
-            self.tenant,
-            scope,
-            since_position=since_position,
-            since_time=since_time,
-            from_start=from_start,
-        ).start()
-
-    async def audit(
-        self, *, key: str | None = None, agent: str | None = None, since: float | None = None
-    ) -> list[AuditEntry]:
-        """This tenant's audit trail, in order: every applied, conflicting and rejected
-        command and every read, filtered by key and / or agent (sensitive values redacted)."""
-        from zeromem.lifecycle.audit import read_audit
-
-        return await read_audit(self.nc, self.tenant, key=key, agent=agent, since=since)
-
     def _envelope(self, key: str, expected_version: int | None) -> dict[str, Any]:
         return {
             "id": new_command_id(),
@@ -570,133 +465,6 @@ class MemoryClient:
         if future is not None and not future.done():
             future.set_result(decode_result(msg.data))
 
-    # --- reads ---------------------------------------------------------------------------
-
-    async def get(
-        self, key: str, default: Any = _MISSING, *, slide: bool = True
-    ) -> MemoryItem | Any:
-        """The memory at ``key``; ``None`` (or ``default``) when there is none. With a
-        default, an unreachable query service also yields the default instead of raising.
-        ``slide=False``: a look that does not push a sliding expiry out."""
-        request = GetRequest(tenant=self.tenant, reader=self.agent, key=key, slide=slide)
-        try:
-            reply = await self._request("get", request, GetReply)
-        except ServiceUnavailableError:
-            if default is _MISSING:
-                raise
-            log.warning("query service unreachable; returning the default for %s", key)
-            return default
-        if reply.found:
-            return reply.item
-        return None if default is _MISSING else default
-
-    async def get_value(self, key: str, default: Any = None) -> Any:
-        """The value at ``key``, or ``default`` when it is missing or unreachable."""
-        item = await self.get(key, default=None)
-        return default if item is None else item.value
-
-    async def list(
-        self,
-        prefix: str = "",
-        *,
-        cursor: str = "",
-        limit: int = 100,
-        with_items: bool = True,
-        slide: bool = True,
-    ) -> ListReply:
-        """One page of memories whose key starts with ``prefix``; pass ``next_cursor`` on."""
-        request = ListRequest(
-            tenant=self.tenant,
-            reader=self.agent,
-            prefix=prefix,
-            cursor=cursor,
-            limit=limit,
-            with_items=with_items,
-            slide=slide,
-        )
-        return await self._request("list", request, ListReply)
-
-    async def iter_list(
-        self, prefix: str = "", *, page_size: int = 100
-    ) -> AsyncIterator[MemoryItem]:
-        cursor = ""
-        while True:
-            page = await self.list(prefix, cursor=cursor, limit=page_size)
-            for item in page.items:
-                yield item
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
-
-    async def recall(
-        self,
-        query: str = "",
-        *,
-        owners: Iterable[str] = (),
-        prefix: str = "",
-        types: Iterable[MemoryType | str] = (),
-        tags: Iterable[str] = (),
-        since: float | None = None,
-        until: float | None = None,
-        k: int = 5,
-        budget: int = 1500,
-        encoding: str = "cl100k_base",
-        strategy: dict[str, Any] | None = None,
-        explain: bool = False,
-        history_tokens: int = 0,
-        include_archived: bool = False,
-    ) -> RecallReply:
-        """The memories that matter for ``query`` within ``owners`` (e.g. ``user:u1``,
-        ``task:t42``), ranked and packed into ``budget`` tokens. ``reply.context`` is the
-        block to put in the prompt; ``reply.baseline_tokens`` is what injecting every
-        memory that passed the filters would have cost. ``history_tokens``, when the agent
-        reports it, is what carrying its whole history would have cost (for the metrics)."""
-        scope = RecallScope(
-            owners=tuple(owners),
-            prefix=prefix,
-            types=tuple(MemoryType(t) for t in types),
-            tags=tuple(tags),
-            since=since,
-            until=until,
-        )
-        request = RecallRequest(
-            tenant=self.tenant,
-            reader=self.agent,
-            query=query,
-            scope=scope,
-            k=k,
-            budget=budget,
-            encoding=encoding,
-            strategy=strategy or {},
-            explain=explain,
-            history_tokens=history_tokens,
-            include_archived=include_archived,
-        )
-        return await self._request("recall", request, RecallReply)
-
-    async def owners(self, prefix: str = "", *, cursor: str = "", limit: int = 50) -> OwnersReply:
-        """One page of the owners (``user:u1``) holding memories, with their live and
-        archived counts, whose name starts with ``prefix``; pass ``next_cursor`` on."""
-        request = OwnersRequest(
-            tenant=self.tenant, reader=self.agent, prefix=prefix, cursor=cursor, limit=limit
-        )
-        return await self._request("owners", request, OwnersReply)
-
-    async def archived(
-        self, owner: str, *, key: str = "", cursor: str = "", limit: int = 50
-    ) -> ArchivedReply:
-        """One page of ``owner``'s archive tier (or the archived memory ``key``)."""
-        request = ArchivedRequest(
-            tenant=self.tenant, reader=self.agent, owner=owner, key=key, cursor=cursor, limit=limit
-        )
-        return await self._request("archived", request, ArchivedReply)
-
-    async def info(self) -> InfoReply:
-        """The deployment's contract version, shard count and limits (the ``info`` query)."""
-        return await self._request(
-            "info", InfoRequest(tenant=self.tenant, reader=self.agent), InfoReply
-        )
-
     async def discover(self) -> InfoReply:
         """Take the shard count from the deployment (``info``), so commands reach the right
         shard whatever this process's settings say; refuses another contract version."""
@@ -710,64 +478,6 @@ class MemoryClient:
             self._route.cache_clear()
         return info
 
-    async def stats(self, since: float = 0.0, until: float = 0.0) -> StatsReply:
-        """This tenant's recall token usage per agent and minute (for ``zeromem stats``)."""
-        return await self._request(
-            "stats",
-            StatsRequest(tenant=self.tenant, reader=self.agent, since=since, until=until),
-            StatsReply,
-        )
-
-    async def search(
-        self, keyword: str, *, owners: Iterable[str] = (), prefix: str = "", limit: int = 10
-    ) -> list[RecalledMemory]:
-        """Memories matching ``keyword`` by relevance alone (no decay, no budget to speak
-        of): the tool layer's search."""
-        reply = await self.recall(
-            keyword,
-            owners=owners,
-            prefix=prefix,
-            k=limit,
-            budget=200_000,
-            strategy={"name": "no_decay"},
-        )
-        return [m for m in reply.memories if not m.via]
-
-    async def _request(self, kind: str, request: Any, reply_type: type[T]) -> T:
-        subject = naming.query_subject(self.tenant, self.agent, kind)
-        headers: dict[str, str] = {}
-        if trace.get_current_span().get_span_context().is_valid:
-            propagate.inject(headers)
-        try:
-            msg = await self.nc.request(
-                subject, encode(request), timeout=self.timeout, headers=headers or None
-            )
-        except NoRespondersError:
-            raise NoResponderError(kind) from None
-        except (NatsTimeoutError, TimeoutError):
-            raise ServiceUnavailableError(kind, self.timeout) from None
-        if msg.headers and naming.ERROR_HEADER in msg.headers:
-            error = decode(msg.data, ErrorReply)
-            raise RequestRejectedError(error.code, error.error)
-        return decode(msg.data, reply_type)
-
-
-class _JetStream(JetStreamContext):
-    """nats-py's JetStream context, except that an error acknowledgement of
-    ``publish_async`` (a stream at its byte cap answers ``maximum bytes exceeded``)
-    fails the publish's future. nats-py 2.x *raises* the error inside its reply callback
-    instead (``APIError.from_error`` raises), so the future never completes and the
-    publisher waited out its timeout, told only "no answer"."""
-
-    async def _handle_async_reply(self, msg: Msg) -> None:
-        try:
-            await super()._handle_async_reply(msg)
-        except APIError as exc:
-            token = msg.subject[len(self._nc._inbox_prefix) + 22 + 2 :]  # as nats-py does
-            future = self._publish_async_futures.get(token)
-            if future is not None and not future.done():
-                future.set_exception(exc)
-
 
 def _fit_content(content: str | None) -> str | None:
     """Content over the limit is summarised by the encoder rather than rejected."""
@@ -776,72 +486,3 @@ def _fit_content(content: str | None) -> str | None:
     from zeromem.encoding import default_encoder
 
     return default_encoder().encode(content)
-
-
-def _refused(error: Exception) -> bool:
-    text = str(error).lower()
-    return "authorization violation" in text or "authentication" in text
-
-
-# The first connection: how long to keep trying before saying the server cannot be
-# reached. nats-py retries an initial connect for ever with max_reconnect_attempts=-1 (an
-# example given a wrong URL printed 36,000 lines of tracebacks in five minutes); once
-# connected, reconnects stay unbounded.
-INITIAL_CONNECT_S = 10.0
-
-
-async def _connect_or_refused(
-    url: str, initial_timeout: float = INITIAL_CONNECT_S, **options: Any
-) -> NatsClient:
-    """``nats.connect``, except that a credential the server refuses (revoked, expired,
-    from another authority) fails at once instead of being retried for ever, and a server
-    that cannot be reached fails after ``initial_timeout`` seconds; and once connected, a
-    refusal (the credential revoked meanwhile) closes the connection, so the next
-    operation fails instead of waiting on reconnects that cannot succeed."""
-    refused: asyncio.Future[Exception] = asyncio.get_running_loop().create_future()
-    holder: list[NatsClient] = []
-    errors: list[Exception] = []
-
-    async def on_error(error: Exception) -> None:
-        # A permission violation is the server refusing something this client sent
-        # (another agent's subject, say): say so rather than let a wait time out silently.
-        if not holder and errors and str(errors[-1]) == str(error):
-            return  # the same failure again while still connecting: said once is enough
-        errors.append(error)
-        log.warning("NATS: %s", error)
-        if not _refused(error):
-            return
-        if not refused.done():
-            refused.set_result(error)
-        if holder and not holder[0].is_closed:
-            asyncio.get_running_loop().create_task(holder[0].close())
-
-    # a comma-separated URL names several nodes of a cluster (settings.nats_servers)
-    connecting = asyncio.ensure_future(
-        nats.connect(nats_servers(url), error_cb=on_error, **options)
-    )
-    await asyncio.wait(
-        {connecting, refused}, timeout=initial_timeout, return_when=asyncio.FIRST_COMPLETED
-    )
-    if not connecting.done():
-        connecting.cancel()
-        with contextlib.suppress(BaseException):
-            await connecting
-        if refused.done():
-            raise AuthError(
-                f"the NATS server refused this credential ({refused.result()}): "
-                "revoked, expired, or not issued by this deployment"
-            )
-        raise ConnectError(url, initial_timeout, errors[-1] if errors else None)
-    nc = connecting.result()
-    holder.append(nc)
-    return nc
-
-
-def _embedded_nats_url(settings: Any) -> str:
-    from zeromem.embedded import find_running_stack
-
-    info = find_running_stack(settings.data_dir)
-    if info is None:
-        raise NoStackError(Path(settings.data_dir).resolve())
-    return info.nats_url

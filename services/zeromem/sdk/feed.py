@@ -120,7 +120,7 @@ class ChangeFeed:
         elif self._since_time is not None:
             config = ConsumerConfig(
                 deliver_policy=DeliverPolicy.BY_START_TIME,
-                opt_start_time=datetime.fromtimestamp(self._since_time, UTC).isoformat(),
+                opt_start_time=datetime.fromtimestamp(self._since_time, UTC),
             )
         elif self._from_start:
             config = ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
@@ -141,7 +141,8 @@ class ChangeFeed:
         info = await js.add_consumer(naming.CHANGE_STREAM, config)
         self._name = name
         # where the stream stood: a reopened consumer starts after it at the earliest
-        self._stream_seq = max(self._stream_seq, info.delivered.stream_seq or 0)
+        delivered = info.delivered.stream_seq if info.delivered is not None else 0
+        self._stream_seq = max(self._stream_seq, delivered or 0)
         self._sub = await js.pull_subscribe_bind(consumer=name, stream=naming.CHANGE_STREAM)
 
     async def _reopen(self) -> None:

@@ -6,6 +6,6 @@ in LLM tokens, which is zero and is reported as zero.
 """
 
 from zeromem.telemetry.instruments import Telemetry, attributes
-from zeromem.telemetry.setup import TelemetryConfig, configure_telemetry
+from zeromem.telemetry.setup import configure_telemetry
 
-__all__ = ["Telemetry", "TelemetryConfig", "attributes", "configure_telemetry"]
+__all__ = ["Telemetry", "attributes", "configure_telemetry"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
 
 Points = dict[str, list[tuple[dict[str, Any], float]]]
 
@@ -17,10 +17,9 @@ def metric_points(reader: InMemoryMetricReader) -> Points:
         for sm in rm.scope_metrics:
             for metric in sm.metrics:
                 for point in metric.data.data_points:
-                    value = getattr(point, "value", None)
-                    if value is None:
-                        value = point.sum
-                    out.setdefault(metric.name, []).append((dict(point.attributes), value))
+                    value = point.value if isinstance(point, NumberDataPoint) else point.sum
+                    attributes = dict(point.attributes or {})
+                    out.setdefault(metric.name, []).append((attributes, value))
     return out
 
 

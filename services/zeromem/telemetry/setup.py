@@ -1,19 +1,18 @@
-"""Configuring exporters from the environment, without ever breaking the service.
+"""Configuring exporters from the telemetry settings, without ever breaking the service.
 
 - A Prometheus scrape endpoint on ``metrics_port`` (``ZEROMEM_METRICS_PORT``), if set, with
   the process's ``/healthz`` and ``/readyz`` beside ``/metrics`` (``zeromem.health``).
 - OTLP over HTTP when the standard ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the per-signal
-  ``..._METRICS_ENDPOINT`` / ``..._TRACES_ENDPOINT``) is set; the exporter reads the other
-  ``OTEL_*`` variables itself. An unreachable collector costs the metrics, nothing else:
-  exports run in a background thread and their failures are logged by the SDK.
+  ``..._METRICS_ENDPOINT`` / ``..._TRACES_ENDPOINT``) is set (read into
+  ``TelemetrySettings``); the exporter reads the other ``OTEL_*`` variables itself. An
+  unreachable collector costs the metrics, nothing else: exports run in a background
+  thread and their failures are logged by the SDK.
 - Nothing on the console by default.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from dataclasses import dataclass
 
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -23,38 +22,21 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from zeromem.health import Health, serve_health
+from zeromem.settings import TelemetrySettings
 from zeromem.telemetry.instruments import Telemetry
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class TelemetryConfig:
-    service: str  # e.g. "worker", "serve"
-    metrics_port: int = 0  # 0: no Prometheus endpoint
-    metrics_host: str = "127.0.0.1"
-
-    @property
-    def otlp_metrics(self) -> bool:
-        return bool(
-            os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-            or os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-        )
-
-    @property
-    def otlp_traces(self) -> bool:
-        return bool(
-            os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-            or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        )
-
-
-def configure_telemetry(config: TelemetryConfig, health: Health | None = None) -> Telemetry:
+def configure_telemetry(
+    service: str, config: TelemetrySettings | None = None, health: Health | None = None
+) -> Telemetry:
     """The process's exporters; with a metrics port, also its health endpoints (``health``:
     its readiness checks; liveness alone if none is given). Call from the running loop."""
     resource = Resource.create(
-        {"service.name": f"zeromem-{config.service}", "service.namespace": "zeromem"}
+        {"service.name": f"zeromem-{service}", "service.namespace": "zeromem"}
     )
+    config = config or TelemetrySettings()
     readers: list[MetricReader] = []
     if config.metrics_port:
         try:

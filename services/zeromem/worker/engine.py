@@ -6,6 +6,12 @@ The store then commits each outcome atomically, guarded by the state it was comp
 so a decision is never applied to a memory that changed underneath it.
 
 Nothing here does I/O, which keeps the rules testable without servers.
+
+Over 500 lines on purpose: one ``Engine`` holds the rules of every op (put, patch, delete,
+expire, feedback, touch, forget, archive, restore, and the reaper's expiry) and the index
+changes they all build from (``_write_ops``, ``_delete_ops``, ``_stats``). Split by op,
+each part would import the others' helpers; whole, it is the pure decision core that
+``tests/unit/test_engine.py`` tests without servers.
 """
 
 from __future__ import annotations

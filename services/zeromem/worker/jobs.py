@@ -91,7 +91,7 @@ async def run_reaper(
     stopping: asyncio.Event,
 ) -> None:
     while not stopping.is_set():
-        await asyncio.sleep(settings.reaper_interval_s)
+        await asyncio.sleep(settings.worker.reaper_interval_s)
         try:
             await reap_expired(applier, redis, owned, settings.shards, announce=announce)
         except RedisError as exc:

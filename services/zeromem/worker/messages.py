@@ -155,6 +155,23 @@ def stream_position(reply: str) -> tuple[int, float]:
     return int(tokens[Msg.Ack.StreamSeq]), int(tokens[Msg.Ack.Timestamp]) / 1e9
 
 
+def delivery_sequence(reply: str) -> int:
+    """The consumer's delivery sequence from a JetStream message's reply subject: one more
+    for every message the consumer hands out, first deliveries and redeliveries alike."""
+    tokens = reply.split(".")
+    if len(tokens) == 9:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+        return int(tokens[6])
+    return int(tokens[Msg.Ack.ConsumerSeq])
+
+
+class DeliveryGapError(RuntimeError):
+    """A delivery of the shard's consumer never reached this worker (it was in flight on a
+    connection that broke). The consumer counts it delivered, and an acknowledgement of a
+    later message (AckPolicy.ALL) would count it done: applying past it could lose it, or
+    apply an owner's later command before it. The shard's consumer is opened again where
+    Redis says the shard stands, which delivers it again, in order."""
+
+
 def declared_commands(msg: Msg) -> int:
     """Commands a message says it carries, for the window's accounting (admission checks
     the truth)."""

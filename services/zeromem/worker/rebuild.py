@@ -42,7 +42,6 @@ from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
 from zeromem.lifecycle.erasure import erased_commands
 from zeromem.lifecycle.redact import Redactor
-from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.lifecycle.vault import check_master_key, vault_of
 from zeromem.settings import Settings
 from zeromem.store import scripts
@@ -51,7 +50,12 @@ from zeromem.telemetry import Telemetry
 from zeromem.worker.analysis import default_engine
 from zeromem.worker.applier import Applier
 from zeromem.worker.jobs import reap_expired
-from zeromem.worker.messages import admit_messages, stream_position
+from zeromem.worker.messages import (
+    DeliveryGapError,
+    admit_messages,
+    delivery_sequence,
+    stream_position,
+)
 from zeromem.worker.pull import PullFeed
 from zeromem.worker.store import Store
 
@@ -136,8 +140,7 @@ async def rebuild(
     js = nc.jetstream()
     token = f"rebuild-{uuid.uuid4().hex}"
     shards = list(range(settings.shards))
-    ttl_ms = int(settings.lease_ttl_s * 1000)
-    lifecycle = LifecycleSettings.from_env()
+    ttl_ms = int(settings.worker.lease_ttl_s * 1000)
     telemetry = Telemetry()
     telemetry.bound(settings.limits.metric_tenants, settings.limits.metric_agents)
     # The workers' own applier under the rebuild's token, reporting nothing (no results,
@@ -150,21 +153,21 @@ async def rebuild(
         # the workers' bounds on stored results too: the replay keeps the same ones
         Store(
             redis,
-            result_ttl_s=settings.result_ttl_s,
-            tombstone_ttl_s=settings.tombstone_ttl_s,
+            result_ttl_s=settings.store.result_ttl_s,
+            tombstone_ttl_s=settings.store.tombstone_ttl_s,
             result_records=settings.limits.idempotency_records,
             result_bytes=settings.limits.idempotency_bytes,
             vault=vault,
         ),
         # the workers' rules, redaction of derived content included: the same decisions
         default_engine(
-            settings.max_clock_skew_s,
-            Redactor(lifecycle.sensitive_pattern),
+            settings.worker.max_clock_skew_s,
+            Redactor(settings.lifecycle.sensitive_pattern),
             None if vault is None else vault.policy,
         ),
         token=token,
         limits=settings.limits,
-        batch_size=settings.batch_size,
+        batch_size=settings.worker.batch_size,
         telemetry=telemetry,
     )
     consumer = f"zm-rebuild-{uuid.uuid4().hex[:12]}"
@@ -175,7 +178,7 @@ async def rebuild(
                 for shard in shards:  # taken from any worker holding it: fenced from now on
                     pipe.set(shard_lease_key(shard), token, px=ttl_ms)
                 await pipe.execute()
-            await asyncio.sleep(settings.lease_ttl_s / 3)
+            await asyncio.sleep(settings.worker.lease_ttl_s / 3)
 
     await check_master_key(redis, vault)  # seals as the workers do, or refuses
     keeper = asyncio.create_task(hold_leases())
@@ -221,6 +224,7 @@ async def rebuild(
             )
             feed = await PullFeed(nc, naming.COMMAND_STREAM, consumer).start()
             position = 0
+            next_delivery = 1
             while position < last:
                 try:
                     msgs = await feed.fetch(REPLAY_BATCH, timeout=2.0)
@@ -228,6 +232,14 @@ async def rebuild(
                     break  # nothing more within the filter
                 by_shard: dict[int, list[Msg]] = {}
                 for msg in msgs:
+                    # Without acknowledgements nothing is delivered twice: a delivery lost
+                    # in transit would leave its command out of the rebuilt state.
+                    if delivery_sequence(msg.reply) != next_delivery:
+                        raise DeliveryGapError(
+                            f"rebuild: delivery {next_delivery} of the replay never arrived "
+                            "(a connection broke); run the rebuild again"
+                        )
+                    next_delivery += 1
                     position = stream_position(msg.reply)[0]
                     try:
                         shard = naming.parse_command_subject(msg.subject)[1]

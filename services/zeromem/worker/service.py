@@ -18,6 +18,10 @@ This module is the consume loop and a batch's course; the rest is in its own mod
 ``lease`` (taking and keeping a shard), ``messages`` (admission of a message's commands),
 ``applier`` (deciding and committing, store and engine only), ``outbox`` (results, change
 feed, audit, dead letters) and ``jobs`` (reaper, archive schedule, lag).
+
+Over 500 lines on purpose: what is left is one class whose steps (fetch, fair rounds,
+admission, containment, giving up, recording a batch) share each shard's window and
+consumer state; every part that owns state of its own is already a module listed above.
 """
 
 from __future__ import annotations
@@ -46,14 +50,13 @@ from zeromem.health import Health
 from zeromem.heap import settle_after_start
 from zeromem.lifecycle.archive import schedule_archive
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
-from zeromem.lifecycle.settings import LifecycleSettings
 from zeromem.lifecycle.vault import check_master_key, vault_of
 from zeromem.limits import refusal
 from zeromem.logs import BoundedLog
 from zeromem.quota import RateQuota
 from zeromem.schemas import Result, status_of
 from zeromem.settings import Settings
-from zeromem.telemetry import Telemetry, TelemetryConfig, configure_telemetry
+from zeromem.telemetry import Telemetry, configure_telemetry
 from zeromem.worker.applier import Applier, RedisBehindError
 from zeromem.worker.engine import Engine
 from zeromem.worker.fairness import ShardWindow
@@ -64,8 +67,10 @@ from zeromem.worker.lease import LeaseLostError, ShardLeases
 from zeromem.worker.messages import (
     Admitted,
     Dead,
+    DeliveryGapError,
     admit_messages,
     declared_commands,
+    delivery_sequence,
     stream_position,
 )
 from zeromem.worker.outbox import Outbox
@@ -89,10 +94,9 @@ class WorkerService:
         redis: Redis,
         engine: Engine | None = None,
         telemetry: Telemetry | None = None,
-        lifecycle: LifecycleSettings | None = None,
     ) -> None:
         self.settings = settings
-        self.lifecycle = lifecycle or LifecycleSettings.from_env()
+        self.lifecycle = settings.lifecycle
         self.redactor = Redactor(self.lifecycle.sensitive_pattern)
         self.telemetry = telemetry or Telemetry()
         self.telemetry.bound(settings.limits.metric_tenants, settings.limits.metric_agents)
@@ -105,17 +109,17 @@ class WorkerService:
             from zeromem.worker.analysis import default_engine
 
             engine = default_engine(
-                settings.max_clock_skew_s,
+                settings.worker.max_clock_skew_s,
                 self.redactor,
                 None if vault is None else vault.policy,
             )
         self.engine = engine
         self.limits = settings.limits
-        self.leases = ShardLeases(redis, settings.lease_ttl_s)
+        self.leases = ShardLeases(redis, settings.worker.lease_ttl_s)
         store = Store(
             redis,
-            result_ttl_s=settings.result_ttl_s,
-            tombstone_ttl_s=settings.tombstone_ttl_s,
+            result_ttl_s=settings.store.result_ttl_s,
+            tombstone_ttl_s=settings.store.tombstone_ttl_s,
             result_records=self.limits.idempotency_records,
             result_bytes=self.limits.idempotency_bytes,
             vault=vault,
@@ -125,14 +129,14 @@ class WorkerService:
             engine,
             token=self.leases.token,
             limits=self.limits,
-            batch_size=settings.batch_size,
+            batch_size=settings.worker.batch_size,
             telemetry=self.telemetry,
         )
         self.stats = self.applier.stats
         self.outbox = Outbox(
             nc,
             limits=self.limits,
-            ack_wait_s=settings.ack_wait_s,
+            ack_wait_s=settings.bus.ack_wait_s,
             redactor=self.redactor,
             telemetry=self.telemetry,
             stats=self.stats,
@@ -165,7 +169,7 @@ class WorkerService:
         install_log_redaction(self.redactor)
         # the deployment's master key, or none where it has none (before any write)
         await check_master_key(self.redis, self.applier.store.vault)
-        await provision(self.js, self.settings, self.lifecycle)
+        await provision(self.js, self.settings)
         try:
             self.engine.warm_up()
         except Exception:  # only an optimisation: the first command would load it anyway
@@ -246,6 +250,9 @@ class WorkerService:
             except RedisBehindError:
                 log.warning("shard %d: Redis lost applies it had confirmed; catching up", shard)
                 self.applier.forget_applied(shard)
+            except DeliveryGapError as gap:
+                self.stats.delivery_gaps += 1
+                log.warning("shard %d: %s; opening the consumer again where it stands", shard, gap)
             except Exception:
                 log.exception("shard %d loop failed; restarting it", shard)
                 await asyncio.sleep(0.5)
@@ -264,16 +271,17 @@ class WorkerService:
         keeper = asyncio.create_task(self.leases.keep(shard))
         window = ShardWindow()
         limits = self.limits
-        batch_size = self.settings.batch_size
+        batch_size = self.settings.worker.batch_size
         # Commands and bytes per message seen so far here (batch messages carry many): how
         # many messages to ask for. Start small: a full fetch of batch messages could bring
         # a hundred times ``batch_size`` commands.
         seen_msgs, seen_commands, seen_bytes = 1, 16, 4096
         # Held messages are reported in progress before the server's ack wait runs out, so
         # it does not deliver them again while they wait for their tenant's turn.
-        ack_wait = self.settings.ack_wait_s
+        ack_wait = self.settings.bus.ack_wait_s
         renewed_at = time.monotonic()
         refusals: list[asyncio.Future[PubAck]] = []  # dead letters of messages over quota
+        next_delivery = 1  # the consumer is new: its deliveries count from 1
         try:
             while not self._stopping.is_set():
                 if keeper.done():
@@ -297,6 +305,15 @@ class WorkerService:
                         msgs = await feed.fetch(wanted, timeout=0.001 if len(window) else 0.5)
                     except TimeoutError:
                         msgs = []
+                    # Every delivery must arrive, in order: checked before any is used.
+                    for msg in msgs:
+                        delivered = delivery_sequence(msg.reply)
+                        if delivered != next_delivery:
+                            raise DeliveryGapError(
+                                f"consumer {consumer}: delivery {next_delivery} never "
+                                f"arrived (the next one was {delivered})"
+                            )
+                        next_delivery += 1
                     over_quota: list[Dead] = []
                     for msg in msgs:
                         seq, _ = stream_position(msg.reply)
@@ -455,7 +472,7 @@ class WorkerService:
         if audit_acks:
             # Bounded: an acknowledgement lost in a broker restart must not hang the shard
             # (its lease would be renewed for ever). A timeout retries the batch in place.
-            await asyncio.wait_for(asyncio.gather(*audit_acks), self.settings.ack_wait_s)
+            await asyncio.wait_for(asyncio.gather(*audit_acks), self.settings.bus.ack_wait_s)
         if failed:
             await self.outbox.dead_letter(shard, failed)
         if msgs and ack:
@@ -541,10 +558,8 @@ async def run_worker(settings: Settings, index: int, count: int) -> None:
     shards = naming.shards_of_worker(index, count, settings.shards)
     nc = await connect_nats(settings, name=f"zeromem-worker-{index}")
     redis = connect_redis(settings)
-    health = Health(settings.liveness_stall_s)
-    telemetry = configure_telemetry(
-        TelemetryConfig("worker", settings.metrics_port, settings.metrics_host), health
-    )
+    health = Health(settings.telemetry.liveness_stall_s)
+    telemetry = configure_telemetry("worker", settings.telemetry, health)
     worker = await WorkerService(settings, shards, nc=nc, redis=redis, telemetry=telemetry).start()
     # Ready: connected, and consuming every shard this index owns (a lease held elsewhere,
     # say by the pod this one replaces, keeps it unready until the lease moves).
