@@ -8,6 +8,7 @@ import heapq
 import random
 import time
 from collections.abc import AsyncIterator, Sequence
+from functools import partial
 
 import pytest
 from redis.asyncio import Redis
@@ -381,7 +382,9 @@ async def test_a_survey_split_over_calls_finds_what_one_call_finds(
             (200, True, None),
             (32, True, (at + 30, at + 70)),
         ):
-            whole = await retrieve._survey(
+            # the one call over every owner (16 per call), or split: same arguments
+            survey = partial(
+                retrieve._survey,
                 redis,
                 keys,
                 owners,
@@ -391,25 +394,14 @@ async def test_a_survey_split_over_calls_finds_what_one_call_finds(
                 explain,
                 "cl100k_base",
                 dates,
-                16,
             )
+            whole = await survey(16)
             seen["neighbours"] += bool(whole.neighbours)
             seen["cut"] += bool(whole.stage_one_cut)
             estimates = [e for _, e in whole.stage_one_cut]
             seen["tied"] += len(set(estimates)) < len(estimates)
             for per_call in (1, 2):
-                split = await retrieve._survey(
-                    redis,
-                    keys,
-                    owners,
-                    query_terms,
-                    keep_n,
-                    RankingConfig(),
-                    explain,
-                    "cl100k_base",
-                    dates,
-                    per_call,
-                )
+                split = await survey(per_call)
                 case = (query, keep_n, explain, dates, per_call)
                 assert split.chosen == whole.chosen, case
                 assert rows_by_key(split) == rows_by_key(whole), case
