@@ -10,6 +10,8 @@
 -- (seconds), owners n, then the n owners, then the chosen memories found in postings as
 -- member, estimate ('%.17g').
 -- Returns the neighbour pairs (key, neighbour key, ...), as recall_survey.lua does.
+--
+-- neighbours(): recall_expand.lua, loaded in front of this script (store/scripts.py).
 
 local call, tonumber = redis.call, tonumber
 local expand, gap, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -32,34 +34,6 @@ if expand == 0 or #members == 0 or not any_turns then
 end
 local owner_index = {}
 for o = 1, n do owner_index[ARGV[3 + o]] = o end
-table.sort(best_first, function(a, b) return est[a] > est[b] end)
-local expanded = 0
-for j = 1, #best_first do
-  if expanded >= expand then break end
-  local member = members[best_first[j]]
-  local o = owner_index[string.match(member, '^[^:]*:[^:]*')]
-  local turn_set = o and turns[o] > 0 and KEYS[n + o]
-  if turn_set and call('SISMEMBER', turn_set, member) == 1 then
-    expanded = expanded + 1
-    local index = KEYS[o]
-    local rank = call('ZRANK', index, member)
-    if rank then
-      local around = call('ZRANGE', index, math.max(rank - 1, 0), rank + 1, 'WITHSCORES')
-      local at = nil
-      for i = 1, #around, 2 do
-        if around[i] == member then at = tonumber(around[i + 1]) end
-      end
-      for i = 1, #around, 2 do
-        local other = around[i]
-        if other ~= member and math.abs(tonumber(around[i + 1]) - at) <= gap
-            and call('SISMEMBER', turn_set, other) == 1 then
-          pairs_out[#pairs_out + 1] = member
-          pairs_out[#pairs_out + 1] = other
-          pairs_out[#pairs_out + 1] = other
-          pairs_out[#pairs_out + 1] = member
-        end
-      end
-    end
-  end
-end
+neighbours(best_first, est, members, owner_index, turns, 0, n, expand, gap, pairs_out,
+           function() end)
 return pairs_out

@@ -11,13 +11,6 @@
 -- Returns {rows (see read), their query-term frequencies (key, {term index, tf, ...})}.
 --
 -- read(): recall_read.lua, loaded in front of this script (store/scripts.py).
-  if not blob or blob == '' then
-    return
-  end
-  local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = member, from_card, blob, h[4]
-  out[n + 5], out[n + 6], out[n + 7], out[n + 8] = h[5], h[6], h[7], h[8]
-end
 
 local call, tonumber, floor = redis.call, tonumber, math.floor
 local token_field, limit, scale = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
