@@ -130,7 +130,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # Requests of one tenant a read service works on at once; the tenant's others wait in
     # its own queue, served in turn with other tenants' ...
     tenant_in_flight: int = 4
-    # ... at once while other tenants' requests arrive too (a heavy recall holds Redis for
+    # ... at once while other tenants' requests arrive too (a heavy recall costs Redis
     # tens of milliseconds: see query.gate) ...
     tenant_in_flight_shared: int = 1
     # ... and the share of the service's time one tenant may take meanwhile (seconds of
