@@ -80,7 +80,7 @@ inspect: $(STAMP) ## the inspector for the stack `make run` started (prints a lo
 demo: $(STAMP) ## a planner and two workers over hundreds of turns: the token savings, measured
 	$(BIN)/python -m zeromem.demo
 
-bench-write: $(STAMP) ## end-to-end applied/s next to raw JetStream publish/s
+bench-write: $(STAMP) ## appends (and rewrites) applied/s next to raw JetStream publish/s; latency at half load
 	$(BIN)/python bench/write_throughput.py
 
 bench-write-cost: $(STAMP) ## CPU per applied command in each process, next to a raw publish's
