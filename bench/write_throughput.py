@@ -98,10 +98,15 @@ def sample_payload(specs: Sequence[PutSpec]) -> bytes:
 
 @contextlib.asynccontextmanager
 async def running_workers(
-    settings: Settings, count: int
+    settings: Settings,
+    count: int,
+    *,
+    dynamic: bool = False,
+    env_extra: dict[str, str] | None = None,
 ) -> AsyncIterator[list[subprocess.Popen[bytes]]]:
     """The streams provisioned and ``count`` `zeromem worker` processes splitting the
-    shards, every lease taken; stopped on exit."""
+    shards (each ``--index I --count N``, or with ``dynamic`` in dynamic membership),
+    every lease taken; stopped on exit."""
     nc = await connect_nats(settings, "bench-provision")
     await provision(nc.jetstream(), settings)
     await nc.close()
@@ -117,6 +122,7 @@ async def running_workers(
         # encryption at rest as the stack has it (stack_settings: its master key)
         ZEROMEM_MASTER_KEY=settings.lifecycle.master_key,
         ZEROMEM_ENCRYPT_TENANTS=settings.lifecycle.encrypt_tenants,
+        **(env_extra or {}),
     )
     workers = [
         subprocess.Popen(
@@ -125,10 +131,7 @@ async def running_workers(
                 "-m",
                 "zeromem.cli.main",
                 "worker",
-                "--index",
-                str(i),
-                "--count",
-                str(count),
+                *([] if dynamic else ["--index", str(i), "--count", str(count)]),
             ],
             env=env,
             stderr=subprocess.DEVNULL,

@@ -84,6 +84,12 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # window; alone, a tenant gets whole rounds (``Settings.worker.batch_size``).
     tenant_round_share: int = 64
 
+    # Estimated Redis cost of one commit script call, in index writes (worker/commit_cost.py:
+    # ~5 µs of Redis CPU each, so 640 is a call of ~3 ms); a round is committed in calls of
+    # at most this (at least one command each). Unbounded, a call over 512 appends held
+    # Redis ~90 ms, during which no other tenant's command ran.
+    commit_cost: int = 640
+
     # --- quotas per tenant (0: off) -------------------------------------------------------
     # Commands per second of one tenant on one shard (each shard has one owner at a time,
     # so this holds across the deployment); over it a command is refused (``rejected``,
@@ -99,6 +105,15 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # project's machine with 500 memories per owner, p50 3.7 ms for one owner, 29 ms for
     # four, 76 ms for sixteen).
     recall_owners: int = 16
+    # Owners one Redis script call of a recall covers (Redis runs a script to its end
+    # serving no one else: a recall over 16 owners in one call held it for 76 ms). A recall
+    # over more owners is made of several calls with the same result (recall.retrieve).
+    recall_owners_per_call: int = 1
+    # Calls of one such recall sent to Redis together, each on a connection of its own, so
+    # that another client's command waits behind at most these (~0.3 ms each at 500
+    # memories per owner). Measured on 16 owners (machine loaded): one call p50 30-45 ms
+    # holding Redis 20-48 ms; split, one at a time 56-96 ms, 16 at once 53-58 ms.
+    recall_calls_at_once: int = 4
     # Characters of a recall's query, and distinct terms in it.
     query_chars: int = 2000
     query_terms: int = 64
@@ -106,6 +121,11 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     scope_filters: int = 32
     # The longest stats range, in seconds (the usage ledger keeps 35 days).
     stats_range_s: float = 35 * 86400.0
+    # Read your writes: how long a get, list or recall naming positions in the command log
+    # (``after``) waits for their shards to have applied them before it answers with what
+    # is applied. The SDK names its own writes' positions; a write that was dead-lettered
+    # moves its shard's position only with the shard's next applied command.
+    read_after_wait_s: float = 1.0
     # Rows one stats reply may carry (a reply over the broker's payload limit never
     # arrives): a wider request is refused and asked to narrow its range.
     stats_rows: int = 20_000
@@ -115,7 +135,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # Requests of one tenant a read service works on at once; the tenant's others wait in
     # its own queue, served in turn with other tenants' ...
     tenant_in_flight: int = 4
-    # ... at once while other tenants' requests arrive too (a heavy recall holds Redis for
+    # ... at once while other tenants' requests arrive too (a heavy recall costs Redis
     # tens of milliseconds: see query.gate) ...
     tenant_in_flight_shared: int = 1
     # ... and the share of the service's time one tenant may take meanwhile (seconds of

@@ -108,7 +108,15 @@ class WorkerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     """How the workers take and apply their shards' commands."""
 
     batch_size: int = 512
+    # A shard lease's time to live, and a dynamic worker's registration's: a dead worker's
+    # shards move this long after its last renewal.
     lease_ttl_s: float = 10.0
+    # Dynamic membership: how often a worker renews its registration and looks at who is
+    # alive (a joining worker's shards move to it within about two of these).
+    membership_interval_s: float = 1.0
+    # The longest an idle shard's pull request waits for a command before it is sent
+    # again (a command ends the wait at once): an idle shard costs one request per this.
+    idle_pull_s: float = 5.0
     reaper_interval_s: float = 1.0
     # How far a put's own created_at / updated_at may differ from the time its command was
     # stored; older times only through the import subject (``zeromem import``).

@@ -8,6 +8,7 @@ import heapq
 import random
 import time
 from collections.abc import AsyncIterator, Sequence
+from functools import partial
 
 import pytest
 from redis.asyncio import Redis
@@ -342,3 +343,73 @@ async def test_the_survey_reads_neighbours_of_conversation_turns_only(
     )
     assert facts.neighbours == {} and facts.chosen == 3  # only what matched
     assert await redis.exists(keys.item("user:n1:fact"))  # it was written, and left out
+
+
+def rows_by_key(survey: retrieve.Survey) -> dict[bytes, tuple[object, ...]]:
+    w = retrieve._ROW
+    return {survey.rows[i]: tuple(survey.rows[i : i + w]) for i in range(0, len(survey.rows), w)}
+
+
+async def test_a_survey_split_over_calls_finds_what_one_call_finds(
+    client: MemoryClient, redis: Redis
+) -> None:
+    """A recall over several owners, split into calls of fewer owners (so that no call
+    holds Redis long), chooses the same memories, with the same estimates, term
+    frequencies (in the same order), neighbours and cut as the one call over them all:
+    conversation turns and facts, estimates that tie, a date range, explain."""
+    rng = random.Random(3)
+    words = ["deploy", "window", "budget", "pottery", "studio", "report", "meeting"]
+    at = time.time() - 200  # own times within the workers' clock skew bound
+    owners = [f"user:p{o}" for o in range(5)]
+    for o, owner in enumerate(owners):
+        for i in range(60):
+            content = " ".join(rng.choice(words[: rng.randint(2, 7)]) for _ in range(4))
+            await client.put(
+                f"{owner}:m{i}",
+                i,
+                content=content,
+                type="message" if (o + i) % 3 else "fact",
+                created_at=at + 2 * i + rng.choice((0.0, 0.0, 0.5)),
+                wait="applied" if i == 59 else "none",
+            )
+    keys = RedisKeys(client.tenant)
+    seen = {"neighbours": 0, "cut": 0, "tied": 0}
+    for query in ("deploy", "deploy budget", "pottery studio meeting", "report window", ""):
+        query_terms = list(dict.fromkeys(terms(query)))
+        for keep_n, explain, dates in (
+            (32, False, None),
+            (8, True, None),
+            (200, True, None),
+            (32, True, (at + 30, at + 70)),
+        ):
+            # the one call over every owner (16 per call), or split: same arguments
+            survey = partial(
+                retrieve._survey,
+                redis,
+                keys,
+                owners,
+                query_terms,
+                keep_n,
+                RankingConfig(),
+                explain,
+                "cl100k_base",
+                dates,
+            )
+            whole = await survey(16)
+            seen["neighbours"] += bool(whole.neighbours)
+            seen["cut"] += bool(whole.stage_one_cut)
+            estimates = [e for _, e in whole.stage_one_cut]
+            seen["tied"] += len(set(estimates)) < len(estimates)
+            for per_call in (1, 2):
+                split = await survey(per_call)
+                case = (query, keep_n, explain, dates, per_call)
+                assert split.chosen == whole.chosen, case
+                assert rows_by_key(split) == rows_by_key(whole), case
+                assert {k: list(v.items()) for k, v in split.tf.items()} == {
+                    k: list(v.items()) for k, v in whole.tf.items()
+                }, case
+                assert split.stage_one_cut == whole.stage_one_cut, case
+                assert split.neighbours == whole.neighbours, case
+                assert split.owner_stats == whole.owner_stats, case
+                assert split.df == whole.df, case
+    assert min(seen.values()) > 0, seen  # the cases cover what the split must reproduce

@@ -54,6 +54,7 @@ class ServiceProcess:
     env: dict[str, str]
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    stopped: bool = False  # stopped on purpose (SIGTERM): its exit is no failure
 
     def start(self) -> ServiceProcess:
         with open(self.log_path, "ab") as log:
@@ -92,6 +93,7 @@ class ServiceProcess:
     def stop(self, timeout: float = 10.0) -> None:
         if self.process is None:
             return
+        self.stopped = True
         self.signal(signal.SIGCONT)  # a paused process cannot handle SIGTERM
         self.signal(signal.SIGTERM)
         try:
@@ -110,6 +112,7 @@ class Cluster:
     authority: Authority | None = None
     # 1: one nats-server; 3: a JetStream cluster, every stream with three replicas
     nats_nodes: int = 1
+    shards: int = TIMINGS.shards
     settings: Settings = field(init=False)
     nats: NatsServer | NatsCluster = field(init=False)
     redis: RedisServer = field(init=False)
@@ -129,6 +132,7 @@ class Cluster:
         plain = TIMINGS.with_(
             bus={"nats_url": self.nats.url, "stream_replicas": min(3, self.nats_nodes)},
             store={"redis_url": self.redis.url},
+            shards=self.shards,
             data_dir=self.root / "data",
             auth_dir=str(authority.directory),
         )
@@ -169,6 +173,13 @@ class Cluster:
         self.processes.append(proc)
         return proc
 
+    def member(self, tag: str = "") -> ServiceProcess:
+        """A worker in dynamic membership: it holds its share of the live workers'."""
+        name = f"member{tag}-{len(self.processes)}.log"
+        proc = ServiceProcess(["worker"], self.env("worker"), self.root / name).start()
+        self.processes.append(proc)
+        return proc
+
     def serve(self) -> ServiceProcess:
         proc = ServiceProcess(
             ["serve"], self.env("reader"), self.root / f"serve-{len(self.processes)}.log"
@@ -180,7 +191,9 @@ class Cluster:
         """A service that died at start (an import error, a bad flag) fails the scenario
         at once, with its log, instead of after a timeout."""
         for proc in self.processes:
-            if proc.process is not None and proc.process.poll() not in (None, -signal.SIGKILL):
+            if proc.stopped or proc.process is None:
+                continue
+            if proc.process.poll() not in (None, -signal.SIGKILL):
                 tail = proc.log_path.read_text(errors="replace")[-3000:]
                 raise RuntimeError(f"{proc.args} exited with {proc.process.returncode}:\n{tail}")
 

@@ -1,6 +1,6 @@
 """Run one zeromem service process for the reliability suite:
 
-    python -m tests.reliability.service_main worker INDEX COUNT
+    python -m tests.reliability.service_main worker [INDEX COUNT]
     python -m tests.reliability.service_main serve
 
 The same entry points `zeromem worker` and `zeromem serve` call (``run_worker``,
@@ -25,7 +25,9 @@ async def _main(argv: list[str]) -> None:
     if argv[0] == "worker":
         from zeromem.worker.service import run_worker
 
-        service = run_worker(settings, int(argv[1]), int(argv[2]))
+        # INDEX COUNT: static shards; none: dynamic membership
+        static = (int(argv[1]), int(argv[2])) if len(argv) > 2 else None
+        service = run_worker(settings, static)
     elif argv[0] == "serve":
         from zeromem.serve import run_read_services
 

@@ -32,10 +32,12 @@ def test_a_tenant_alone_takes_whole_rounds_in_stream_order() -> None:
 def test_another_tenant_is_served_in_the_next_round_whatever_the_backlog_ahead() -> None:
     window = window_of(*[("a", 128)] * 30, ("b", 1), ("a", 128))
     chosen = window.select(batch_size=512, share=64)
-    assert seqs(chosen) == [1, 31]  # one message of a (at least one, even over the share), b's
+    # b's first (the lighter turn), then one message of a (at least one, even over the share)
+    assert seqs(chosen) == [31, 1]
     positions = window.positions(chosen)
-    # b's message is applied ahead of a's 2..30: the shard may record only up to 1.
-    assert positions == {1: 1, 31: 1}
+    # b's message is applied ahead of a's 1..30: nothing to record until 1 is applied, then
+    # only up to 1.
+    assert positions == {31: 0, 1: 1}
     last = window.finish(chosen)
     assert last is not None and last.sequence == 1  # acknowledged: the done prefix only
     assert window.acknowledged == 1 and len(window) == 31

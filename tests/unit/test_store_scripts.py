@@ -32,7 +32,7 @@ KNOWN_FIELDS = {
 
 
 def test_every_lua_file_is_loaded_by_the_scripts_module() -> None:
-    used = {s.name for s in SCRIPTS} | {"recall_read.lua"}  # the library of recall's two
+    used = {s.name for s in SCRIPTS} | {lib for s in SCRIPTS for lib in s.libraries}
     assert used == set(LUA_FILES)
 
 
@@ -60,6 +60,8 @@ def test_a_script_names_only_known_hash_fields(name: str) -> None:
 def test_read_only_scripts_are_flagged_so() -> None:
     # run with EVALSHA_RO: the read services' Redis user may not write
     assert scripts.RECALL_SURVEY.readonly and scripts.RECALL_FETCH.readonly
+    assert scripts.RECALL_STAGE_ONE.readonly and scripts.RECALL_NEIGHBOURS.readonly
+    assert scripts.RECALL_STAGE_TWO.readonly
     assert scripts.OWNERS.readonly
     assert not scripts.COMMIT.readonly and not scripts.CACHE_TOKENS.readonly
 

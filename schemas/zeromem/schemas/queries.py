@@ -15,6 +15,12 @@ from zeromem.schemas.memory import MemoryItem, MemoryType, Tag
 from zeromem.schemas.strategies import RecallStrategy
 
 Limit = Annotated[int, msgspec.Meta(ge=1, le=1000)]
+# Read your writes: positions in the command log, each (shard, stream sequence), that a
+# read waits for (bounded by the service's ``read_after_wait_s``) until every named shard
+# has applied its commands through its position. The SDK sends the positions JetStream
+# acknowledged for the client's own writes (``schemas/README.md``).
+Position = tuple[Annotated[int, msgspec.Meta(ge=0)], Annotated[int, msgspec.Meta(ge=0)]]
+After = Annotated[tuple[Position, ...], msgspec.Meta(max_length=1024)]
 
 
 class _Query(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
@@ -27,6 +33,7 @@ class GetRequest(_Query, frozen=True):
     # An agent's read pushes a sliding expiry out; a look that is not a use (the
     # inspector's) passes False and changes nothing.
     slide: bool = True
+    after: After = ()
 
 
 class GetReply(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -40,6 +47,7 @@ class ListRequest(_Query, frozen=True):
     limit: Limit = 100
     with_items: bool = True
     slide: bool = True  # as GetRequest.slide
+    after: After = ()  # as GetRequest.after
 
 
 class ListReply(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -71,6 +79,7 @@ class RecallRequest(_Query, frozen=True):
     # The tokens of the agent's whole conversation so far, when it reports them: what
     # carrying the history would have cost this turn (counted in the savings metrics).
     history_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    after: After = ()  # as GetRequest.after
 
 
 class RecalledMemory(msgspec.Struct, frozen=True, omit_defaults=True):

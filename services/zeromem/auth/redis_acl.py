@@ -1,7 +1,8 @@
 """Redis / Valkey ACL users, one per service role.
 
-- ``zm-worker``: read and write zeromem's keys (``zm:*``), run scripts; no admin or
-  dangerous command (no FLUSHALL, KEYS, CONFIG, ...).
+- ``zm-worker``: read and write zeromem's keys (``zm:*``), run scripts, read the server's
+  clock (TIME: dynamic membership expires registrations by it, ``store/members.lua``);
+  no admin or dangerous command (no FLUSHALL, KEYS, CONFIG, ...).
 - ``zm-reader``: read zeromem's keys; write only recall's usage ledger
   (``zm:*:usage:*``). Its token-count cache on a memory is refused and skipped.
 - ``zm-admin``: everything (``zeromem rebuild`` clears and rewrites a tenant).
@@ -35,7 +36,7 @@ def acl_rules(role: str) -> str:
     if role == "worker":
         return (
             f"resetkeys ~{everything} resetchannels -@all +@read +@write +@scripting "
-            "+@connection +@transaction -@dangerous"
+            "+@connection +@transaction +time -@dangerous"
         )
     if role == "reader":
         # %R~: read-only keys; the ledger's keys are read-write.

@@ -100,12 +100,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from zeromem.worker.service import run_worker
 
-    if not 0 <= args.index < args.count:
-        raise CliError(
-            f"--index {args.index} is not below --count {args.count}", "0 <= INDEX < COUNT"
-        )
+    static = None
+    if args.index is not None or args.count is not None:
+        if args.index is None or args.count is None:
+            raise CliError(
+                "--index and --count go together", "give both (static shards), or neither"
+            )
+        if not 0 <= args.index < args.count:
+            raise CliError(
+                f"--index {args.index} is not below --count {args.count}", "0 <= INDEX < COUNT"
+            )
+        static = (args.index, args.count)
     settings = resolved_settings(args)
-    return _run_service(lambda: run_worker(settings, args.index, args.count), args.json)
+    return _run_service(lambda: run_worker(settings, static), args.json)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -174,16 +181,18 @@ def add_service_parsers(sub: Any) -> None:
         sub,
         "worker",
         "apply the commands of a set of shards",
-        "Own shards s where s % COUNT == INDEX (a StatefulSet "
-        "ordinal maps to --index) and apply their commands to Redis.",
+        "Apply shards' commands to Redis. By default the workers share the shards among "
+        "themselves: each registers in Redis and holds its fair share of the live "
+        "workers' shards, so workers can be added or stopped at any time and the shards "
+        "follow. With --index and --count, this worker owns the shards s where "
+        "s % COUNT == INDEX for good (static; every worker needs the same COUNT).",
     )
     worker.add_argument(
         "--index",
         type=arg.number(0, integer=True),
-        default=0,
-        help="this worker's ordinal (default 0)",
+        help="static mode: this worker's ordinal",
     )
-    worker.add_argument("--count", type=count, default=1, help="number of workers (default 1)")
+    worker.add_argument("--count", type=count, help="static mode: the number of workers")
     worker.add_argument("--json", action="store_true", help="log JSON lines")
     worker.set_defaults(func=cmd_worker)
 

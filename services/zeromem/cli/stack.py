@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -188,13 +189,9 @@ def run_up(
 
         log_json = ["--json"] if json_output else []
         children += [_spawn(["serve", *log_json], child_env("reader")) for _ in range(readers)]
-        children += [
-            _spawn(
-                ["worker", "--index", str(i), "--count", str(workers), *log_json],
-                child_env("worker"),
-            )
-            for i in range(workers)
-        ]
+        # Dynamic membership: the workers share the shards among themselves (and would
+        # take over a dead one's), so none needs an index.
+        children += [_spawn(["worker", *log_json], child_env("worker")) for _ in range(workers)]
         if inspect_port:  # reads Redis as the read services do; it prints its own login link
             inspect_env = role_env("reader")
             if authority is not None:
@@ -222,10 +219,7 @@ def run_up(
                         "auth_dir": str(authority.directory) if authority is not None else "",
                         "shards": settings.shards,
                         "pid": os.getpid(),
-                        "children": {
-                            " ".join(str(a) for a in c.args[3:]): c.pid  # type: ignore[index]
-                            for c in children
-                        },
+                        "children": _labelled(children),
                         "metrics": endpoints,
                     }
                 ),
@@ -275,6 +269,19 @@ def run_up(
                 print(json.dumps({"status": "stopped"}), flush=True)
             elif not quiet:
                 print("zeromem stopped", flush=True)
+
+
+def _labelled(children: list[subprocess.Popen[bytes]]) -> dict[str, int]:
+    """Each child's pid under its command line, numbered where several share one (the
+    workers): ``{"serve": 11, "worker 0": 12, "worker 1": 13}``."""
+    names = Counter(_name(child) for child in children)
+    seen: Counter[str] = Counter()
+    labelled = {}
+    for child in children:
+        name = _name(child)
+        labelled[name if names[name] == 1 else f"{name} {seen[name]}"] = child.pid
+        seen[name] += 1
+    return labelled
 
 
 def _name(child: subprocess.Popen[Any]) -> str:

@@ -11,9 +11,10 @@ active too (a request in the last second), each holds at most
 ``Limits.tenant_in_flight_shared`` and may take at most ``Limits.tenant_read_share`` of the
 service's time: a request's duration is charged to its tenant, and a tenant that spent its
 share waits until it is earned back. Why: a slot is not the cost. One recall over sixteen
-owners keeps Redis busy for tens of milliseconds, a single script no other client's
-command can interleave with; measured with the noisy-neighbour scenario, another tenant's
-write p99 went from 451 ms with four such recalls in flight to 82 ms with one.
+owners keeps Redis busy for tens of milliseconds (once a single script no other client's
+command could interleave with; now calls of one owner each, recall.retrieve); measured
+with the noisy-neighbour scenario, another tenant's write p99 went from 451 ms with four
+such recalls in flight to 82 ms with one.
 """
 
 from __future__ import annotations

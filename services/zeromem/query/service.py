@@ -15,13 +15,14 @@ from redis.asyncio import Redis
 from zeromem import naming
 from zeromem.lifecycle.reads import Publish, ReadRecorder
 from zeromem.lifecycle.redact import Redactor, install_log_redaction
-from zeromem.limits import refusal
+from zeromem.limits import Limits, refusal
 from zeromem.query.admission import (
     Refused,
     reader_from_subject,  # noqa: F401 - part of this module's API (tests import it here)
     stats_window,
 )
 from zeromem.query.browse import register_browse_handlers
+from zeromem.query.consistency import wait_applied
 from zeromem.query.info import register_info_handler
 from zeromem.query.reads import get_items, list_keys
 from zeromem.query.responder import Answer, Responder
@@ -50,20 +51,32 @@ def nats_publisher(nc: NatsClient) -> Publish:
     return publish
 
 
+async def _see_writes(
+    redis: Redis, after: tuple[tuple[int, int], ...], limits: Limits, shards: int
+) -> None:
+    """Read your writes (``query.consistency``): the positions the request names applied
+    first, within ``Limits.read_after_wait_s``; a wait that ran out is marked on the span."""
+    if after and not await wait_applied(redis, after, limits.read_after_wait_s, shards):
+        trace.get_current_span().set_attribute("zeromem.read_after.waited_out", True)
+
+
 def register_query_handlers(responder: Responder, redis: Redis, settings: Settings) -> None:
     """Route get, list, owners, archived and info on ``responder``. ``settings.shards`` (the
     deployment's shard count) is where a read sends the touch of a sliding expiry."""
     shards = settings.shards
+    limits = responder.gate.limits
     install_log_redaction(Redactor(settings.lifecycle.sensitive_pattern))
     recorder = ReadRecorder(nats_publisher(responder.nc), shards)
 
     async def get(request: GetRequest) -> Answer:
+        await _see_writes(redis, request.after, limits, shards)
         (item,) = await get_items(redis, request.tenant, [request.key])
         slid = (item,) if request.slide else ()  # an inspector's look slides nothing
         await recorder.after_read(request.tenant, request.reader, "get", (request.key,), slid)
         return Answer(encode(GetReply(found=item is not None, item=item)))
 
     async def list_(request: ListRequest) -> Answer:
+        await _see_writes(redis, request.after, limits, shards)
         reply = await list_keys(
             redis,
             request.tenant,
@@ -116,6 +129,7 @@ def register_recall_and_stats(
 
     async def recall(request: RecallRequest) -> Answer:
         started = time.perf_counter()
+        await _see_writes(redis, request.after, limits, settings.shards)
         try:
             reply = await service.answer(request)
         except RecallError as exc:

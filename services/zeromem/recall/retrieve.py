@@ -25,10 +25,12 @@ each half would import the other's private steps.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -134,7 +136,12 @@ async def gather(
     now: float | None = None,
     explain: bool = False,
     date_range: tuple[float, float] | None = None,
+    owners_per_call: int = 1,
+    calls_at_once: int = 4,
 ) -> Gathered:
+    """``owners_per_call``: owners one Redis script call covers at most
+    (``Limits.recall_owners_per_call``); a recall over more is split (see ``_split_survey``)
+    into calls sent ``calls_at_once`` at a time (``Limits.recall_calls_at_once``)."""
     now = time.time() if now is None else now
     keys = RedisKeys(tenant)
     keep_n = max(STAGE_TWO_MIN, 8 * k)
@@ -142,7 +149,17 @@ async def gather(
         # The common case in one round trip: statistics, stage one, and stage two's memories,
         # with the time-neighbours of the best and the memories of a date the query names.
         survey = await _survey(
-            redis, keys, owners, query_terms, keep_n, config, explain, encoding, date_range
+            redis,
+            keys,
+            owners,
+            query_terms,
+            keep_n,
+            config,
+            explain,
+            encoding,
+            date_range,
+            owners_per_call,
+            calls_at_once,
         )
         stats, _, _ = _corpus(owners, query_terms, survey.owner_stats, survey.df)
         gathered = await _finish(
@@ -190,7 +207,17 @@ async def gather(
 
     if not enumerate_filtered:
         survey = await _survey(
-            redis, keys, owners, query_terms, keep_n, config, explain, encoding, None
+            redis,
+            keys,
+            owners,
+            query_terms,
+            keep_n,
+            config,
+            explain,
+            encoding,
+            None,
+            owners_per_call,
+            calls_at_once,
         )
         return await _finish(
             redis,
@@ -343,9 +370,26 @@ async def _survey(
     explain: bool,
     encoding: str,
     date_range: tuple[float, float] | None = None,
+    owners_per_call: int = 1,
+    calls_at_once: int = 4,
 ) -> Survey:
     expand = NEIGHBOUR_EXPAND if config.neighbour_share > 0.0 else 0
     low, high = (repr(date_range[0]), repr(date_range[1])) if date_range else ("", "")
+    if len(owners) > max(owners_per_call, 1):
+        return await _split_survey(
+            redis,
+            keys,
+            owners,
+            terms,
+            keep_n,
+            config,
+            explain,
+            encoding,
+            (low, high),
+            expand,
+            max(owners_per_call, 1),
+            max(calls_at_once, 1),
+        )
     args: list[EncodableT] = [
         POSTINGS_LIMIT,
         RECENT_LIMIT,
@@ -404,6 +448,203 @@ async def _survey(
         [(m.decode(), e) for m, e in cut],
         neighbours,
     )
+
+
+@dataclass(slots=True)
+class _Candidate:
+    """A memory a stage-one call found: its estimate, creation time, and place in the
+    order the one-call survey would have found it (call, then order within the call)."""
+
+    member: bytes
+    estimate: float
+    created: float
+    found: tuple[int, int]
+
+
+async def _split_survey(
+    redis: Redis,
+    keys: RedisKeys,
+    owners: Sequence[str],
+    terms: Sequence[str],
+    keep_n: int,
+    config: RankingConfig,
+    explain: bool,
+    encoding: str,
+    dates: tuple[str, str],
+    expand: int,
+    per_call: int,
+    at_once: int,
+) -> Survey:
+    """The survey of a recall over more owners than one script call may cover, as several
+    calls that each hold Redis for one group of owners (one survey over sixteen owners of
+    500 memories held it for 76 ms, delaying every other tenant's command as long), with
+    the same result as the one call: the statistics by plain commands; stage one per group
+    with every owner's corpus numbers (``recall_stage_one.lua``: each group's best, which
+    hold the best of all); the merge here in the survey's own order; the time-neighbours
+    (``recall_neighbours.lua``); the chosen memories and their term frequencies per group
+    (``recall_stage_two.lua``). The calls go a few at a time, each on its own connection,
+    so Redis serves other clients between them (see ``_in_waves``). Unlike the one call,
+    the groups are not read at one instant.
+    """
+    async with redis.pipeline(transaction=False) as pipe:
+        for owner in owners:
+            pipe.hgetall(keys.owner_stats(owner))
+        for owner in owners:
+            for term in terms:
+                pipe.zcard(keys.by_term(owner, term))
+        replies = await pipe.execute()
+    owner_stats = [{k.decode(): int(v) for k, v in r.items()} for r in replies[: len(owners)]]
+    dfs = iter(replies[len(owners) :])
+    df_by_owner_term = {(owner, term): next(dfs) for owner in owners for term in terms}
+    n_docs = sum(s.get(STAT_MEMORIES, 0) for s in owner_stats)
+    df = [sum(df_by_owner_term[(owner, term)] for owner in owners) for term in terms]
+    groups = [owners[i : i + per_call] for i in range(0, len(owners), per_call)]
+
+    pool: list[_Candidate] = []
+    recents: list[bytes] = []
+    cut: dict[bytes, float] = {}
+    n_members = 0
+    stage_one = [
+        partial(
+            scripts.RECALL_STAGE_ONE,
+            redis,
+            [keys.by_time(owner) for owner in group]
+            + [keys.by_term(owner, term) for owner in group for term in terms],
+            [
+                POSTINGS_LIMIT,
+                RECENT_LIMIT,
+                keep_n,
+                repr(config.k1),
+                repr(POSTING_TF_SCALE),
+                "1" if explain else "0",
+                len(group),
+                len(terms),
+                n_docs,
+                *dates,
+                DATED_LIMIT,
+                *df,
+                *(repr(_term_factor(term, config)) for term in terms),
+            ],
+        )
+        for group in groups
+    ]
+    for g, (found, group_recents, group_members, group_cut) in enumerate(
+        await _in_waves(stage_one, at_once)
+    ):
+        pool += [
+            _Candidate(found[j], float(found[j + 1]), float(found[j + 2]), (g, j))
+            for j in range(0, len(found), 3)
+        ]
+        for owned in group_recents:
+            recents += owned
+        n_members += group_members
+        cut.update((group_cut[j], float(group_cut[j + 1])) for j in range(0, len(group_cut), 2))
+
+    chosen = _best(pool, n_members, keep_n)
+    is_chosen = {c.member for c in chosen}
+    recent_set = set(recents)
+    everything = n_members + len(recent_set) <= keep_n
+    members = [c.member for c in chosen]
+    members += [m for m in dict.fromkeys(recents) if m not in is_chosen]
+    is_chosen.update(members)
+    by_member = {c.member: c for c in pool}
+    near: list[bytes] = []
+    if expand > 0 and n_members > 0:
+        near = await scripts.RECALL_NEIGHBOURS(
+            redis,
+            [keys.by_time(owner) for owner in owners]
+            + [keys.by_type(owner, MemoryType.MESSAGE.value) for owner in owners],
+            [
+                expand,
+                repr(config.neighbour_gap_s),
+                len(owners),
+                *owners,
+                *(
+                    value
+                    for m in members
+                    if m in by_member
+                    for value in (m, f"{by_member[m].estimate:.17g}")
+                ),
+            ],
+        )
+        for other in near[1::4]:
+            if other not in is_chosen:
+                is_chosen.add(other)
+                members.append(other)
+
+    rows: list[Any] = []
+    tf: dict[str, dict[str, int]] = {}
+    owner_at = {owner: n for n, owner in enumerate(owners)}
+    stage_two = []
+    for group in groups:
+        first = owner_at[group[0]]
+        mine = [
+            (m, owner_at[owner_of(m.decode())] - first)
+            for m in members
+            if owner_of(m.decode()) in group
+        ]
+        if mine:
+            stage_two.append(
+                partial(
+                    scripts.RECALL_STAGE_TWO,
+                    redis,
+                    [keys.by_term(owner, term) for owner in group for term in terms]
+                    + [keys.item(m.decode()) for m, _ in mine],
+                    [
+                        token_field(encoding),
+                        POSTINGS_LIMIT,
+                        repr(POSTING_TF_SCALE),
+                        len(group),
+                        len(terms),
+                        *(v for m, o in mine for v in (m, o + 1, "1" if m in recent_set else "0")),
+                    ],
+                )
+            )
+    for group_rows, tf_flat in await _in_waves(stage_two, at_once):
+        rows += group_rows
+        for j in range(0, len(tf_flat), 2):
+            pairs = tf_flat[j + 1]
+            tf[tf_flat[j].decode()] = {
+                terms[pairs[p] - 1]: pairs[p + 1] for p in range(0, len(pairs), 2)
+            }
+
+    stage_one_cut: list[tuple[str, float]] = []
+    if explain and not everything:
+        cut.update((c.member, c.estimate) for c in pool)
+        stage_one_cut = [
+            (m.decode(), e)
+            for m, e in sorted(cut.items(), key=lambda pair: (-pair[1], pair[0]))
+            if m not in is_chosen
+        ]
+    neighbours: dict[str, list[str]] = {}
+    for j in range(0, len(near), 2):
+        neighbours.setdefault(near[j].decode(), []).append(near[j + 1].decode())
+    return Survey(owner_stats, df_by_owner_term, len(members), rows, tf, stage_one_cut, neighbours)
+
+
+def _best(pool: list[_Candidate], n_members: int, keep: int) -> list[_Candidate]:
+    """The ``keep`` best of all the owners, in the order recall_survey.lua's best() gives
+    them: everything in the order found when it all fits; otherwise those above the
+    threshold estimate in the order found, then those at it by (created, key) descending."""
+    in_order = sorted(pool, key=lambda c: c.found)
+    if n_members <= keep:
+        return in_order
+    ranked = sorted(pool, key=lambda c: (c.estimate, c.created, c.member), reverse=True)
+    threshold = ranked[keep - 1].estimate
+    above = [c for c in in_order if c.estimate > threshold]
+    tied = [c for c in ranked if c.estimate == threshold]
+    return above + tied[: keep - len(above)]
+
+
+async def _in_waves(calls: Sequence[Callable[[], Awaitable[Any]]], at_once: int) -> list[Any]:
+    """The calls' replies in order, ``at_once`` of them sent together at a time, each on a
+    connection of its own: Redis serves its other clients between them (it runs a
+    connection's pipelined commands back to back), and no more than ``at_once`` of one
+    recall's calls are ever queued ahead of another client's command."""
+    out: list[Any] = []
+    for i in range(0, len(calls), at_once):
+        out += await asyncio.gather(*(call() for call in calls[i : i + at_once]))
+    return out
 
 
 async def _from_filtered_set(

@@ -164,6 +164,8 @@ class RecallService:
             now=now,
             explain=request.explain,
             date_range=dates,
+            owners_per_call=self.limits.recall_owners_per_call,
+            calls_at_once=self.limits.recall_calls_at_once,
         )
         if request.include_archived:
             # The archive tier is in no index: its records are read and analysed here.

@@ -100,6 +100,7 @@ class MemoryClient(ReadMethods):
         telemetry: Telemetry | None = None,
         batch: bool = True,
         dedupe_secret: bytes = b"",
+        read_your_writes: bool = True,
     ) -> None:
         """A client on an open connection ``nc``. With authentication on, ``nc`` must be
         connected with this agent's credential and inbox prefix (``connect`` does both):
@@ -110,6 +111,7 @@ class MemoryClient(ReadMethods):
         self.agent = agent
         self.shards = shards
         self.timeout = timeout
+        self.read_your_writes = read_your_writes
         self._own_connection = own_connection
         self._inbox = f"{naming.agent_inbox_prefix(tenant, agent)}.{uuid.uuid4().hex}"
         # The key of the dedupe ids' hash (see ``_dedupe_id``): the credential's secret,
@@ -140,6 +142,7 @@ class MemoryClient(ReadMethods):
         telemetry: Telemetry | None = None,
         batch: bool = True,
         settings: Settings | None = None,
+        read_your_writes: bool = True,
     ) -> MemoryClient:
         """Connect to ``url``; without one, ZEROMEM_NATS_URL / NATS_URL, then the embedded
         stack ``zeromem up`` runs in this directory. ``creds`` is a creds file (or
@@ -150,7 +153,10 @@ class MemoryClient(ReadMethods):
         message of its own (see ``zeromem.sdk.batching``). ``settings`` (default: from the
         environment) says where the local stack and its authority are. ``shards="auto"``
         asks the read services for the deployment's shard count (``discover``) instead of
-        taking it from the settings."""
+        taking it from the settings. ``read_your_writes`` (on by default): a get, list or
+        recall sees every write this client issued before it, fire-and-forget ones too
+        (it names their positions in the command log, and the read service waits, a
+        bounded time, until they are applied; ``zeromem.query.consistency``)."""
         from zeromem.auth.credentials import agent_credential, check_identity, nats_options
 
         settings = settings or Settings.from_env()
@@ -189,6 +195,7 @@ class MemoryClient(ReadMethods):
             telemetry=telemetry,
             batch=batch,
             dedupe_secret=secret,
+            read_your_writes=read_your_writes,
         )
         made.append(client)
         if shards == "auto":
@@ -421,6 +428,7 @@ class MemoryClient(ReadMethods):
         except APIError as exc:  # the stream refused it (full: see CommandRefusedError)
             self._waiting.pop(command.id, None)
             raise CommandRefusedError(subject, exc.description or str(exc)) from None
+        self._acks.note_position(naming.parse_command_subject(subject)[1], ack.seq)
         if result_future is None or ack.duplicate:
             # A duplicate was stored before: this publish delivers nothing to a worker, so
             # no result would come for it (it was, or will be, applied as it was then).

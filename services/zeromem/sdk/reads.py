@@ -8,6 +8,7 @@ publish commands to JetStream: ``sdk.client``) live apart.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import logging
 from collections.abc import AsyncIterator, Iterable
@@ -31,6 +32,7 @@ from zeromem.schemas import (
     ListReply,
     ListRequest,
     MemoryItem,
+    MemoryKey,
     MemoryType,
     OwnersReply,
     OwnersRequest,
@@ -46,6 +48,8 @@ from zeromem.schemas import (
     parse_strategy,
 )
 from zeromem.schemas.strategies import NoDecayStrategy
+from zeromem.sdk.acks import AckCounter
+from zeromem.sdk.batching import CommandBatcher
 from zeromem.sdk.errors import (
     NoResponderError,
     RequestRejectedError,
@@ -68,6 +72,32 @@ class ReadMethods:
     tenant: str
     agent: str
     timeout: float
+    shards: int
+    read_your_writes: bool
+    _acks: AckCounter
+    _batcher: CommandBatcher | None
+
+    async def _own_writes(self, owners: Iterable[str] | None) -> tuple[tuple[int, int], ...]:
+        """Read your writes: the positions in the command log of this client's writes to
+        the shards of ``owners`` (None: every shard it wrote to), once every write issued
+        before this read has been sent and acknowledged (bounded by ``timeout``: a read
+        that cannot learn a position goes without it)."""
+        if not self.read_your_writes:
+            return ()
+        if self._batcher is not None:
+            await self._batcher.send_all()
+        acks = self._acks
+        if owners is None:
+            shards = set(acks.positions) | acks.unacknowledged_shards()
+        else:
+            shards = {naming.shard_for(self.tenant, owner, self.shards) for owner in owners}
+        waits = [acks.settled(shard) for shard in shards]
+        if waits:
+            try:
+                await asyncio.wait_for(asyncio.gather(*waits), self.timeout)
+            except TimeoutError:
+                log.warning("read your writes: acknowledgements still missing; reading without")
+        return tuple((s, acks.positions[s]) for s in sorted(shards) if s in acks.positions)
 
     async def get(
         self, key: str, default: Any = _MISSING, *, slide: bool = True
@@ -75,7 +105,10 @@ class ReadMethods:
         """The memory at ``key``; ``None`` (or ``default``) when there is none. With a
         default, an unreachable query service also yields the default instead of raising.
         ``slide=False``: a look that does not push a sliding expiry out."""
-        request = GetRequest(tenant=self.tenant, reader=self.agent, key=key, slide=slide)
+        after = await self._own_writes(_owner_of_key(key))
+        request = GetRequest(
+            tenant=self.tenant, reader=self.agent, key=key, slide=slide, after=after
+        )
         try:
             reply = await self._request("get", request, GetReply)
         except ServiceUnavailableError:
@@ -110,6 +143,7 @@ class ReadMethods:
             limit=limit,
             with_items=with_items,
             slide=slide,
+            after=await self._own_writes(_owner_of_prefix(prefix)),
         )
         return await self._request("list", request, ListReply)
 
@@ -171,6 +205,7 @@ class ReadMethods:
             explain=explain,
             history_tokens=history_tokens,
             include_archived=include_archived,
+            after=await self._own_writes(scope.owners or _owner_of_prefix(prefix)),
         )
         return await self._request("recall", request, RecallReply)
 
@@ -267,3 +302,19 @@ class ReadMethods:
         from zeromem.lifecycle.audit import read_audit
 
         return await read_audit(self.nc, self.tenant, key=key, agent=agent, since=since)
+
+
+def _owner_of_prefix(prefix: str) -> tuple[str, ...] | None:
+    """The one owner a key prefix lies within (``user:u1:`` and ``user:u1:pref`` are
+    ``user:u1``'s), or None when it may span several (``user:u1`` also starts
+    ``user:u10``'s keys)."""
+    parts = prefix.split(":", 2)
+    return (f"{parts[0]}:{parts[1]}",) if len(parts) == 3 and parts[0] and parts[1] else None
+
+
+def _owner_of_key(key: str) -> tuple[str, ...]:
+    """The owner of ``key``; none for a key the service will refuse anyway."""
+    try:
+        return (MemoryKey.parse(key).owner,)
+    except ValueError:
+        return ()

@@ -176,6 +176,13 @@ def shard_lease_key(shard: int) -> str:
     return f"zm:lease:{shard}"
 
 
+def worker_members_key() -> str:
+    """Sorted set: the live workers of dynamic membership (``worker.membership``), each
+    scored by when its registration expires. Under the leases' prefix: like them it is
+    not derived from the command log, so a rebuild and a snapshot leave it alone."""
+    return "zm:lease:members"
+
+
 DATA_KEY_FIELD = "k"  # the wrapped data key in ``RedisKeys.data_key``
 ARCHIVE_SEAL = "ar"  # where an archive record is sealed (its place in ``lifecycle.crypto``)
 

@@ -1,5 +1,5 @@
 -- A library, not a script: the read() function recall's scripts share. store/scripts.py
--- puts it in front of recall_survey.lua and recall_fetch.lua.
+-- puts it in front of recall_survey.lua, recall_fetch.lua and recall_stage_two.lua.
 --
 -- Fields read of a memory's hash (store/keys.py): rc (the recall card), rl (the command
 -- that wrote it), lc, fl, fd, fi, tk:{encoding} (the token field passed in), dl, d.
@@ -16,3 +16,10 @@ local function read(out, key, member, token_field)
   if not blob or not h[2] or h[2] ~= h[3] then
     from_card, blob = 0, redis.call('HGET', key, 'd')
   end
+  if not blob or blob == '' then
+    return
+  end
+  local n = #out
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = member, from_card, blob, h[4]
+  out[n + 5], out[n + 6], out[n + 7], out[n + 8] = h[5], h[6], h[7], h[8]
+end

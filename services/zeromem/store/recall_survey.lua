@@ -32,14 +32,8 @@
 -- memories with their estimates when explaining (key, '%.17g'), the number chosen,
 -- neighbour pairs (key, neighbour key, ...)}.
 --
--- read(): recall_read.lua, loaded in front of this script (store/scripts.py).
-  if not blob or blob == '' then
-    return
-  end
-  local n = #out
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = member, from_card, blob, h[4]
-  out[n + 5], out[n + 6], out[n + 7], out[n + 8] = h[5], h[6], h[7], h[8]
-end
+-- read(): recall_read.lua, and neighbours(): recall_expand.lua, loaded in front of this
+-- script (store/scripts.py).
 
 local call, tonumber, floor = redis.call, tonumber, math.floor
 local limit, nrecent, keep = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -259,40 +253,13 @@ if expand > 0 and n_members > 0 and any_turns then
   for _, member in ipairs(chosen) do
     if number[member] then best_first[#best_first + 1] = number[member] end
   end
-  table.sort(best_first, function(a, b) return est[a] > est[b] end)
-  local expanded = 0
-  for j = 1, #best_first do
-    if expanded >= expand then break end
-    local member = members[best_first[j]]
-    local o = owner_index[string.match(member, '^[^:]*:[^:]*')]
-    local turn_set = o and turns[o] > 0 and KEYS[turns_at + o]
-    if turn_set and call('SISMEMBER', turn_set, member) == 1 then
-      expanded = expanded + 1
-      local index = KEYS[n + o]
-      local rank = call('ZRANK', index, member)
-      if rank then
-        local around = call('ZRANGE', index, math.max(rank - 1, 0), rank + 1, 'WITHSCORES')
-        local at = nil
-        for i = 1, #around, 2 do
-          if around[i] == member then at = tonumber(around[i + 1]) end
-        end
-        for i = 1, #around, 2 do
-          local other = around[i]
-          if other ~= member and math.abs(tonumber(around[i + 1]) - at) <= gap
-              and call('SISMEMBER', turn_set, other) == 1 then
-            pairs_out[#pairs_out + 1] = member
-            pairs_out[#pairs_out + 1] = other
-            pairs_out[#pairs_out + 1] = other
-            pairs_out[#pairs_out + 1] = member
-            if not is_chosen[other] then
-              is_chosen[other] = true
-              chosen[#chosen + 1] = other
-            end
-          end
-        end
-      end
+  neighbours(best_first, est, members, owner_index, turns, n, turns_at, expand, gap,
+             pairs_out, function(other)
+    if not is_chosen[other] then
+      is_chosen[other] = true
+      chosen[#chosen + 1] = other
     end
-  end
+  end)
 end
 
 local cut = {}

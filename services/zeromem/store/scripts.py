@@ -31,18 +31,20 @@ def _source(name: str) -> str:
 
 
 class Script:
-    """One script file (with ``library``, a file of shared functions, put in front of its
+    """One script file (with ``library``, files of shared functions, put in front of its
     body, after its flags line)."""
 
-    __slots__ = ("name", "readonly", "sha", "source")
+    __slots__ = ("libraries", "name", "readonly", "sha", "source")
 
-    def __init__(self, name: str, *, library: str | None = None) -> None:
+    def __init__(self, name: str, *, library: str | tuple[str, ...] = ()) -> None:
         source = _source(name)
-        if library is not None:
+        self.libraries = (library,) if isinstance(library, str) else library
+        if self.libraries:
             flags, newline, body = (
                 source.partition("\n") if source.startswith("#!") else ("", "", source)
             )
-            source = flags + newline + _source(library) + "\n" + body
+            shared = "".join(_source(lib) + "\n" for lib in self.libraries)
+            source = flags + newline + shared + body
         self.name = name
         self.source = source
         self.readonly = source.startswith(_NO_WRITES)
@@ -76,9 +78,14 @@ COMMIT = Script("commit.lua")
 READ_ITEMS = Script("read_items.lua")
 LEASE_RENEW = Script("lease_renew.lua")
 LEASE_RELEASE = Script("lease_release.lua")
+MEMBERS = Script("members.lua")
 ARCHIVE_OWNERS = Script("archive_owners.lua")
 # The read path.
-RECALL_SURVEY = Script("recall_survey.lua", library="recall_read.lua")
+RECALL_SURVEY = Script("recall_survey.lua", library=("recall_read.lua", "recall_expand.lua"))
 RECALL_FETCH = Script("recall_fetch.lua", library="recall_read.lua")
+# A recall over more owners than one call may cover (``Limits.recall_owners_per_call``).
+RECALL_STAGE_ONE = Script("recall_stage_one.lua")
+RECALL_NEIGHBOURS = Script("recall_neighbours.lua", library="recall_expand.lua")
+RECALL_STAGE_TWO = Script("recall_stage_two.lua", library="recall_read.lua")
 CACHE_TOKENS = Script("cache_tokens.lua")
 OWNERS = Script("owners.lua")

@@ -23,6 +23,7 @@ from zeromem.logs import BoundedLog
 from zeromem.schemas import Applied, Archive, Conflict, Forget, Rejected, Restore, Result, op_of
 from zeromem.store.items import KeyState
 from zeromem.telemetry import Telemetry
+from zeromem.worker.commit_cost import commit_cost
 from zeromem.worker.engine import COUNT_FEEDBACK, NOTHING, TOMBSTONE, WRITE, Engine, Outcome
 from zeromem.worker.faults import CommandFailed, Fault, StaleRoundsError, classify, describe
 from zeromem.worker.lease import LeaseLostError
@@ -138,14 +139,17 @@ class Applier:
     async def _apply(self, shard: int, batch: list[Admitted]) -> list[Result | None]:
         """Each command's result, in order (``None``: already applied before this worker
         took the shard, its result no longer stored; nothing to report)."""
-        size = self.batch_size
-        if len(batch) <= size:
-            return await self._apply_chunk(shard, batch)
-        # Batch messages can bring many commands per fetch: each script call stays bounded
-        # (Redis serves nothing else while one runs).
+        # Each script call stays bounded, in commands and in estimated Redis time (Redis
+        # serves nothing else while one runs): see worker/commit_cost.py.
+        size, budget = self.batch_size, self.limits.commit_cost
         results: list[Result | None] = []
-        for start in range(0, len(batch), size):
-            results += await self._apply_chunk(shard, batch[start : start + size])
+        start, cost = 0, 0
+        for n, admitted in enumerate(batch):
+            cost += commit_cost(admitted.command)
+            if n > start and (n - start >= size or cost > budget):
+                results += await self._apply_chunk(shard, batch[start:n])
+                start, cost = n, commit_cost(admitted.command)
+        results += await self._apply_chunk(shard, batch[start:])
         return results
 
     async def _apply_chunk(self, shard: int, batch: list[Admitted]) -> list[Result | None]:

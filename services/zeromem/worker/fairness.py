@@ -11,7 +11,7 @@ shard may serve tenants in turns, as long as each tenant's own commands keep the
 messages up to ``Limits.tenant_round_share`` commands (whole messages, at least one)
 while other tenants have messages waiting; a tenant alone takes whole rounds. Another
 tenant's command therefore waits for at most one small round, whatever the backlog ahead
-of it within the window.
+of it within the window; within a round the lightest turns are applied first.
 
 Acknowledgements and the shard's recorded position stay cumulative: they only ever cover
 the window's done prefix (``finish``, ``positions``), never a message applied ahead of an
@@ -93,20 +93,26 @@ class ShardWindow:
             return []
         if len(waiting) == 1 and not self._shared():
             share = batch_size
-        chosen: list[Held] = []
+        turns: list[tuple[int, list[Held]]] = []
         total = 0
-        # Tenants by their oldest waiting message: the one waiting longest goes first.
+        # Tenants by their oldest waiting message: the one waiting longest is served first.
         for messages in waiting.values():
             taken = 0
+            turn: list[Held] = []
             for held in messages:
                 if taken and taken + held.commands > share:
                     break
-                chosen.append(held)
+                turn.append(held)
                 taken += held.commands
+            turns.append((taken, turn))
             total += taken
             if total >= batch_size:
                 break
-        return chosen
+        # Applied lightest turn first (ties: in that order): a round is committed in calls
+        # of bounded cost (worker/commit_cost.py), so a tenant with a command or two is not
+        # held behind every call of a backlogged tenant's share.
+        turns.sort(key=lambda taken_turn: taken_turn[0])
+        return [held for _, turn in turns for held in turn]
 
     def positions(self, chosen: list[Held]) -> dict[int, int]:
         """For each chosen message, the stream position the shard may record once it and

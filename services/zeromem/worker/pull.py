@@ -52,6 +52,7 @@ class PullFeed:
         self._target = 0  # fetch in flight: wake once this many messages are in hand
         self._waiter: asyncio.Future[None] | None = None
         self._error: Exception | None = None
+        self._interrupted = False
 
     async def start(self) -> PullFeed:
         # No pending limits: a fetch never has more than one batch in flight, and a dropped
@@ -69,8 +70,10 @@ class PullFeed:
     async def fetch(self, batch: int, timeout: float) -> list[Msg]:
         """Up to ``batch`` messages; waits up to ``timeout`` for the first one and returns
         as soon as the server has no more. Raises ``TimeoutError`` if none came."""
-        if self._msgs and len(self._msgs) >= batch:
+        if self._msgs and (len(self._msgs) >= batch or self._interrupted):
             return self._take(batch)
+        if self._interrupted:
+            raise TimeoutError
         self._seq += 1
         self._reply = f"{self._inbox}.{self._seq}"
         self._target = batch
@@ -96,6 +99,14 @@ class PullFeed:
         if not self._msgs:
             raise TimeoutError
         return self._take(batch)
+
+    def interrupt(self) -> None:
+        """End the fetch in flight now, and every later one at once (the shard is being
+        handed over, or its lease was lost): each returns what is in hand, or raises
+        ``TimeoutError``. For good: a fetch that started just after would otherwise wait
+        out its whole expiry."""
+        self._interrupted = True
+        self._wake()
 
     def _take(self, batch: int) -> list[Msg]:
         msgs = self._msgs

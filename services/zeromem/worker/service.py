@@ -1,4 +1,8 @@
-"""``zeromem worker``: own a set of shards and apply their commands in order.
+"""``zeromem worker``: hold a set of shards and apply their commands in order.
+
+Which shards: fixed ones (``--index/--count``), or this worker's share of the live
+workers' (``membership``), which changes as workers come and go; ``_hold`` starts the
+shards it gains and lets go of those it loses.
 
 Per shard: take the shard's lease in Redis (so two workers never apply the same shard at
 once), open this tenure's pull consumer where the shard stands (``bus.open_shard_consumer``),
@@ -15,9 +19,10 @@ messages, and a message that keeps failing is dead-lettered whole after
 ``Limits.message_attempts``. Nothing is retried for ever, and a stop is always prompt.
 
 This module is the consume loop and a batch's course; the rest is in its own module:
-``lease`` (taking and keeping a shard), ``messages`` (admission of a message's commands),
-``applier`` (deciding and committing, store and engine only), ``outbox`` (results, change
-feed, audit, dead letters) and ``jobs`` (reaper, archive schedule, lag).
+``lease`` (taking and keeping a shard), ``membership`` (which shards to hold),
+``messages`` (admission of a message's commands), ``applier`` (deciding and committing,
+store and engine only), ``outbox`` (results, change feed, audit, dead letters) and
+``jobs`` (reaper, archive schedule, lag).
 
 Over 500 lines on purpose: what is left is one class whose steps (fetch, fair rounds,
 admission, containment, giving up, recording a batch) share each shard's window and
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -64,6 +70,7 @@ from zeromem.worker.faults import Fault, classify, describe
 from zeromem.worker.intake import ENVELOPE_ALLOWANCE
 from zeromem.worker.jobs import report_lag, run_archiver, run_reaper
 from zeromem.worker.lease import LeaseLostError, ShardLeases
+from zeromem.worker.membership import Membership, follow_membership
 from zeromem.worker.messages import (
     Admitted,
     Dead,
@@ -79,6 +86,9 @@ from zeromem.worker.store import Store
 
 log = logging.getLogger(__name__)
 
+# An idle shard's first pull waits this long (then longer, up to ``idle_pull_s``).
+FIRST_IDLE_PULL_S = 0.5
+
 
 class WorkerService:
     """One worker process's shards: their leases (``lease``), each shard's consume loop
@@ -88,19 +98,29 @@ class WorkerService:
     def __init__(
         self,
         settings: Settings,
-        shards: Sequence[int],
+        shards: Sequence[int] | None,
         *,
         nc: NatsClient,
         redis: Redis,
         engine: Engine | None = None,
         telemetry: Telemetry | None = None,
+        membership: Membership | None = None,
     ) -> None:
+        """``shards``: the shards this worker holds for good (static mode); None: dynamic
+        membership (``membership``), the shards its share among the live workers."""
         self.settings = settings
         self.lifecycle = settings.lifecycle
         self.redactor = Redactor(self.lifecycle.sensitive_pattern)
         self.telemetry = telemetry or Telemetry()
         self.telemetry.bound(settings.limits.metric_tenants, settings.limits.metric_agents)
-        self.shards = list(shards)
+        # The shards this worker should hold now: fixed in static mode, its share of the
+        # live workers' in dynamic mode (``_hold`` follows it).
+        self.shards: set[int] = set(shards or ())
+        self.membership = (
+            None
+            if shards is not None
+            else membership or Membership(redis, settings.worker.lease_ttl_s)
+        )
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream()
         self.redis = redis
@@ -151,9 +171,14 @@ class WorkerService:
                 f"payload limit ({self.outbox.payload_limit} bytes for a worker's messages)"
             )
         self._tasks: list[asyncio.Task[None]] = []
+        self._follower: asyncio.Task[None] | None = None  # dynamic: follows the membership
         self._stopping = asyncio.Event()
         self._tenures = 0  # leases taken so far: names each tenure's consumer
         self._consumers: dict[int, str] = {}  # per owned shard, the consumer it reads
+        self._shard_tasks: dict[int, asyncio.Task[None]] = {}  # per shard held or wanted
+        # Shards being handed over: their loop finishes the round in hand and lets go.
+        self._letting_go: set[int] = set()
+        self._feeds: dict[int, PullFeed] = {}  # per shard consumed, to wake an idle fetch
         self._log = BoundedLog(log, self.limits.log_interval_s)
         # Commands per second of each tenant on each shard (0: no quota).
         self._command_quota = RateQuota(self.limits.tenant_commands_per_s)
@@ -175,10 +200,17 @@ class WorkerService:
         except Exception:  # only an optimisation: the first command would load it anyway
             log.exception("engine warm-up failed")
         stopping = self._stopping
-        self._tasks = [
-            asyncio.create_task(self._run_shard(shard), name=f"shard-{shard}")
-            for shard in self.shards
-        ]
+        if self.membership is None:
+            self._hold(self.shards)
+        else:
+            worker = self.settings.worker
+            # At least three renewals per registration's life: one late beat (a slow
+            # event loop, a Redis hiccup) must not count a live worker out.
+            interval = min(worker.membership_interval_s, worker.lease_ttl_s / 3)
+            follow = follow_membership(
+                self.membership, self.settings.shards, self._hold, interval, stopping
+            )
+            self._follower = asyncio.create_task(follow, name="membership")
         self._tasks.append(
             asyncio.create_task(
                 run_reaper(
@@ -216,9 +248,19 @@ class WorkerService:
         stuck on a server that does not answer is left behind (its batch is redelivered
         to the next owner)."""
         self._stopping.set()
-        for task in self._tasks:
+        if self._follower is not None:
+            # Its renewal must not come after the leave below and register this worker
+            # again; then leave first, so the others take its shards as their leases free.
+            follower, self._follower = self._follower, None
+            follower.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(follower, 1.0)
+        if self.membership is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.membership.leave(), 1.0)
+        tasks, self._tasks = self._tasks + list(self._shard_tasks.values()), []
+        for task in tasks:
             task.cancel()
-        tasks, self._tasks = self._tasks, []
         if tasks:
             _, stuck = await asyncio.wait(tasks, timeout=self.limits.stop_grace_s)
             if stuck:
@@ -229,17 +271,53 @@ class WorkerService:
                 )
 
     async def wait_owned(self, timeout: float = 10.0) -> None:
-        """Until every shard's lease is held (tests and ``up`` wait on this)."""
+        """Until every shard this worker should hold is held, and (dynamic mode) it holds
+        no other (tests and ``up`` wait on this)."""
         deadline = time.monotonic() + timeout
-        while self.owned != set(self.shards):
+        while not self.settled:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"shards not acquired: {set(self.shards) - self.owned}")
+                raise TimeoutError(f"shards not acquired: {self.shards - self.owned}")
             await asyncio.sleep(0.02)
+
+    @property
+    def settled(self) -> bool:
+        """Holding exactly the shards it should (ready, in the health check's terms); in
+        dynamic mode only once it has seen the live workers."""
+        if self.membership is not None and not self.membership.seen:
+            return False
+        return self.owned == self.shards
+
+    def _hold(self, wanted: set[int]) -> None:
+        """Hold exactly ``wanted`` from now on: a loop for each shard wanted and not yet
+        run; each shard no longer wanted is let go. One whose lease this worker holds
+        finishes the round in hand, acknowledges it and releases the lease (its next owner
+        waits on the lease, then opens its own consumer where Redis says the shard
+        stands); one it is still waiting for is dropped at once."""
+        self.shards = set(wanted)
+        for shard in sorted(wanted):
+            if shard not in self._shard_tasks:
+                task = asyncio.create_task(self._run_shard(shard), name=f"shard-{shard}")
+                self._shard_tasks[shard] = task
+                task.add_done_callback(functools.partial(self._shard_ended, shard))
+        for shard, task in list(self._shard_tasks.items()):
+            if shard in wanted or shard in self._letting_go:
+                continue
+            if shard in self.owned:
+                self._letting_go.add(shard)
+                feed = self._feeds.get(shard)
+                if feed is not None:
+                    feed.interrupt()
+            else:
+                task.cancel()
+
+    def _shard_ended(self, shard: int, _task: asyncio.Task[None]) -> None:
+        self._shard_tasks.pop(shard, None)
+        self._letting_go.discard(shard)
 
     # --- one shard -----------------------------------------------------------------------
 
     async def _run_shard(self, shard: int) -> None:
-        while not self._stopping.is_set():
+        while not self._stopping.is_set() and shard not in self._letting_go:
             try:
                 await self.leases.acquire(shard)
                 await self._consume(shard)
@@ -268,7 +346,9 @@ class WorkerService:
         consumer = await open_shard_consumer(self.js, self.settings, shard, tenure, after)
         self._consumers[shard] = consumer
         feed = await PullFeed(self.nc, naming.COMMAND_STREAM, consumer).start()
+        self._feeds[shard] = feed
         keeper = asyncio.create_task(self.leases.keep(shard))
+        keeper.add_done_callback(lambda _: feed.interrupt())  # a lost lease: stop waiting
         window = ShardWindow()
         limits = self.limits
         batch_size = self.settings.worker.batch_size
@@ -282,8 +362,12 @@ class WorkerService:
         renewed_at = time.monotonic()
         refusals: list[asyncio.Future[PubAck]] = []  # dead letters of messages over quota
         next_delivery = 1  # the consumer is new: its deliveries count from 1
+        # How long an empty window waits for the next command: doubled while the shard
+        # stays idle, up to ``idle_pull_s``. The server answers the moment a command comes,
+        # so waiting longer costs no latency; it spares an idle shard's requests.
+        idle_wait = FIRST_IDLE_PULL_S
         try:
-            while not self._stopping.is_set():
+            while not self._stopping.is_set() and shard not in self._letting_go:
                 if keeper.done():
                     keeper.result()  # raises LeaseLostError
                 # A worker that stalled (SIGSTOP, a frozen host) asks before taking more
@@ -302,9 +386,12 @@ class WorkerService:
                     )
                     try:
                         # With messages in hand, only what is there now: no waiting.
-                        msgs = await feed.fetch(wanted, timeout=0.001 if len(window) else 0.5)
+                        msgs = await feed.fetch(wanted, timeout=0.001 if len(window) else idle_wait)
+                        idle_wait = FIRST_IDLE_PULL_S
                     except TimeoutError:
                         msgs = []
+                        if not len(window):
+                            idle_wait = min(idle_wait * 2, self.settings.worker.idle_pull_s)
                     # Every delivery must arrive, in order: checked before any is used.
                     for msg in msgs:
                         delivered = delivery_sequence(msg.reply)
@@ -364,6 +451,7 @@ class WorkerService:
                     await last.msg.ack()  # AckPolicy.ALL: the whole done prefix
         finally:
             self._consumers.pop(shard, None)
+            self._feeds.pop(shard, None)
             keeper.cancel()
             with contextlib.suppress(BaseException):
                 await keeper
@@ -552,22 +640,34 @@ class WorkerService:
                 span.end()
 
 
-async def run_worker(settings: Settings, index: int, count: int) -> None:
+async def run_worker(settings: Settings, static: tuple[int, int] | None = None) -> None:
     """Entry point of ``zeromem worker``: run until cancelled (SIGTERM), then stop within
-    ``Limits.stop_grace_s`` plus a moment, whatever the shards or the servers are doing."""
-    shards = naming.shards_of_worker(index, count, settings.shards)
-    nc = await connect_nats(settings, name=f"zeromem-worker-{index}")
+    ``Limits.stop_grace_s`` plus a moment, whatever the shards or the servers are doing.
+
+    ``static``: (index, count), the shards ``naming.shards_of_worker`` gives that index
+    for good; None (the default): dynamic membership, a fair share of the shards among
+    the live workers that follows them as they come and go (``membership``)."""
+    shards = None if static is None else naming.shards_of_worker(*static, settings.shards)
+    name = "zeromem-worker" if static is None else f"zeromem-worker-{static[0]}"
+    nc = await connect_nats(settings, name=name)
     redis = connect_redis(settings)
     health = Health(settings.telemetry.liveness_stall_s)
     telemetry = configure_telemetry("worker", settings.telemetry, health)
     worker = await WorkerService(settings, shards, nc=nc, redis=redis, telemetry=telemetry).start()
-    # Ready: connected, and consuming every shard this index owns (a lease held elsewhere,
-    # say by the pod this one replaces, keeps it unready until the lease moves).
+    # Ready: connected, and consuming every shard it should hold (a lease held elsewhere,
+    # say by the pod this one replaces or a worker handing its shard over, keeps it
+    # unready until the lease moves).
     health.ready_when("nats_connected", lambda: nc.is_connected)
-    health.ready_when("owns_its_shards", lambda: worker.owned == set(worker.shards))
+    health.ready_when("owns_its_shards", lambda: worker.settled)
     health.started()
     settle_after_start()
-    log.info("worker %d/%d owns shards %s", index, count, shards)
+    if static is None:
+        assert worker.membership is not None
+        log.info(
+            "worker %s: dynamic membership over %d shards", worker.membership.id, settings.shards
+        )
+    else:
+        log.info("worker %d/%d owns shards %s", *static, shards)
     try:
         await asyncio.Event().wait()
     finally:

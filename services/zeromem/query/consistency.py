@@ -1,0 +1,55 @@
+"""Read your writes: a read that names positions in the command log waits until their
+shards have applied them.
+
+A fire-and-forget write is acknowledged once JetStream stored it, before a worker applied
+it; the acknowledgement carries its stream sequence, and the SDK sends those of its own
+writes with a read (``GetRequest.after``: (shard, sequence) pairs). Every commit records,
+atomically with the memories it writes, the last sequence its shard applied
+(``store.keys.shard_sequence_key``), so "applied through N" is one hash field to read.
+The wait polls it, quickly at first (a lone write is applied within milliseconds), and
+gives up after ``Limits.read_after_wait_s``: the read then answers with what is applied,
+as it would have without positions (a dead-lettered write never moves its shard on its
+own, and a read must not hang on it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from redis.asyncio import Redis
+
+from zeromem.store.keys import shard_sequence_key
+
+_FIRST_POLL_S = 0.0005
+_LONGEST_POLL_S = 0.008
+
+
+async def wait_applied(
+    redis: Redis, after: Sequence[tuple[int, int]], limit_s: float, shards: int
+) -> bool:
+    """Until every (shard, sequence) of ``after`` is applied, or ``limit_s`` passed; True
+    when they all were. Shards outside the deployment's ``shards`` are ignored (a client
+    configured with another count sends positions nobody applies)."""
+    wanted: dict[int, int] = {}
+    for shard, sequence in after:
+        if shard < shards and sequence > wanted.get(shard, 0):
+            wanted[shard] = sequence
+    if not wanted:
+        return True
+    key = shard_sequence_key()
+    deadline = time.monotonic() + limit_s
+    pause = _FIRST_POLL_S
+    while True:
+        fields = list(wanted)
+        applied = await redis.hmget(key, [str(s) for s in fields])
+        for shard, value in zip(fields, applied, strict=True):
+            if value is not None and int(value) >= wanted[shard]:
+                del wanted[shard]
+        if not wanted:
+            return True
+        if time.monotonic() + pause > deadline:
+            return False
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, _LONGEST_POLL_S)
