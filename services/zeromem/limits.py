@@ -85,10 +85,13 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     tenant_round_share: int = 64
 
     # Estimated Redis cost of one commit script call, in index writes (worker/commit_cost.py:
-    # ~5 µs of Redis CPU each, so 640 is a call of ~3 ms); a round is committed in calls of
-    # at most this (at least one command each). Unbounded, a call over 512 appends held
-    # Redis ~90 ms, during which no other tenant's command ran.
-    commit_cost: int = 640
+    # ~5 µs of Redis CPU each, so 4096 is a call of ~20 ms); a round is committed in calls
+    # of at most this (at least one command each). Unbounded, a call over 512 appends held
+    # Redis ~90 ms, during which no other tenant's command ran. 640 (~3 ms) cost every
+    # write the round trips of 12 times as many calls: CPU per append +20-25% (Redis +30%)
+    # and per rewrite +20-40% in the workers (bench/write_cost.py, quiet machine), for a
+    # write tail the noisy-neighbour scenario still found set elsewhere (README).
+    commit_cost: int = 4096
 
     # --- quotas per tenant (0: off) -------------------------------------------------------
     # Commands per second of one tenant on one shard (each shard has one owner at a time,

@@ -9,7 +9,8 @@ A unit is one index write, about: a fixed part per command (the memory's hash, i
 statistics, the time and type indexes, the idempotency record) and one posting per
 distinct content word, tag and reference. bench/write_cost.py's appends (10 to 40
 words, tags, some references: ~35 units) cost ~175 µs of Redis CPU each, ~5 µs a unit,
-so the default bound of 640 units is a call of ~3 ms.
+so the default bound of 4096 units is a call of ~20 ms (640, ~3 ms, cost every write a
+fifth more CPU in round trips: see ``Limits.commit_cost``).
 """
 
 from __future__ import annotations
