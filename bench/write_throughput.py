@@ -17,7 +17,10 @@ worker's fast path) is measured beside it, never instead of it.
    writes to one shard as batch messages (zeromem.sdk.batching), as any agent using it
    does; the append run repeats with batching off (one message per command) too.
 3. Latency: appends paced at half the measured append rate, then at a low rate (lone
-   writes), each timed from the SDK call to the change feed's event for that key.
+   writes), each timed from the SDK call to the change feed's event for that key; then
+   at half the rate again, with every 20th append read back at once by its own client,
+   with read-your-writes on (the read waits for the write to be applied) and off (it
+   may miss it): the read's latency and how many reads missed.
 
 Baseline and zeromem alternate round after round: the machine's load drifts, and each
 ratio compares runs made seconds apart. Both run against embedded servers started for
@@ -96,6 +99,46 @@ def sample_payload(specs: Sequence[PutSpec]) -> bytes:
     return sizes[len(sizes) // 2]
 
 
+def role_env(settings: Settings, role: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a service process of ``role`` on the benchmark's stack."""
+    as_role = settings_for_role(
+        settings, local_authority(settings) if settings.auth_dir else None, role
+    )
+    return dict(
+        os.environ,
+        ZEROMEM_NATS_URL=settings.bus.nats_url,
+        ZEROMEM_NATS_CREDS=as_role.bus.nats_creds,
+        ZEROMEM_REDIS_URL=as_role.store.redis_url,
+        ZEROMEM_SHARDS=str(settings.shards),
+        # encryption at rest as the stack has it (stack_settings: its master key)
+        ZEROMEM_MASTER_KEY=settings.lifecycle.master_key,
+        ZEROMEM_ENCRYPT_TENANTS=settings.lifecycle.encrypt_tenants,
+        **(extra or {}),
+    )
+
+
+@contextlib.asynccontextmanager
+async def running_reader(settings: Settings) -> AsyncIterator[subprocess.Popen[bytes]]:
+    """A `zeromem serve` process (the reads), answering; stopped on exit."""
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "zeromem.cli.main", "serve"],
+        env=role_env(settings, "reader"),
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        async with await client(settings, "bench-probe") as probe:
+            for _ in range(300):
+                try:
+                    await probe.get("user:probe:x")
+                    break
+                except Exception:
+                    await asyncio.sleep(0.1)
+        yield reader
+    finally:
+        reader.terminate()
+        reader.wait(10)
+
+
 @contextlib.asynccontextmanager
 async def running_workers(
     settings: Settings,
@@ -110,20 +153,7 @@ async def running_workers(
     nc = await connect_nats(settings, "bench-provision")
     await provision(nc.jetstream(), settings)
     await nc.close()
-    as_worker = settings_for_role(
-        settings, local_authority(settings) if settings.auth_dir else None, "worker"
-    )
-    env = dict(
-        os.environ,
-        ZEROMEM_NATS_URL=settings.bus.nats_url,
-        ZEROMEM_NATS_CREDS=as_worker.bus.nats_creds,
-        ZEROMEM_REDIS_URL=as_worker.store.redis_url,
-        ZEROMEM_SHARDS=str(settings.shards),
-        # encryption at rest as the stack has it (stack_settings: its master key)
-        ZEROMEM_MASTER_KEY=settings.lifecycle.master_key,
-        ZEROMEM_ENCRYPT_TENANTS=settings.lifecycle.encrypt_tenants,
-        **(env_extra or {}),
-    )
+    env = role_env(settings, "worker", env_extra)
     workers = [
         subprocess.Popen(
             [
@@ -172,7 +202,9 @@ async def wait_for_workers(settings: Settings, timeout: float = 60.0) -> None:
     await asyncio.sleep(0.2)  # the lease is taken just before the shard's consumer is bound
 
 
-def client(settings: Settings, tenant: str, batch: bool = True):  # type: ignore[no-untyped-def]
+def client(  # type: ignore[no-untyped-def]
+    settings: Settings, tenant: str, batch: bool = True, read_your_writes: bool = True
+):
     return MemoryClient.connect(
         settings.bus.nats_url,
         tenant=tenant,
@@ -180,6 +212,7 @@ def client(settings: Settings, tenant: str, batch: bool = True):  # type: ignore
         shards=settings.shards,
         batch=batch,
         settings=settings,
+        read_your_writes=read_your_writes,
     )
 
 
@@ -271,6 +304,34 @@ async def paced_latency(
     return delays
 
 
+async def own_reads(
+    settings: Settings,
+    specs: Sequence[PutSpec],
+    rate: float,
+    tenant: str,
+    read_your_writes: bool,
+    every: int = 20,
+) -> tuple[list[float], int]:
+    """Appends paced at ``rate``, every ``every``-th read back at once by the client that
+    wrote it: (milliseconds per read, reads that did not find the write)."""
+    latencies: list[float] = []
+    missed = 0
+    async with await client(settings, tenant, read_your_writes=read_your_writes) as memory:
+        start = time.perf_counter()
+        for i, spec in enumerate(specs):
+            due = start + i / rate
+            if (wait := due - time.perf_counter()) > 0:
+                await asyncio.sleep(wait)
+            await memory.put(spec.key, spec.value, **spec.kwargs())
+            if i % every == 0:
+                began = time.perf_counter()
+                item = await memory.get(spec.key)
+                latencies.append((time.perf_counter() - began) * 1000)
+                missed += item is None
+        await memory.flush(timeout=120)
+    return latencies, missed
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -338,6 +399,14 @@ async def main() -> None:
             at_low = await paced_latency(
                 settings, later[n_half : n_half + n_low], low_rate, "latency-low"
             )
+            # Read your writes at half load: the same reads with the SDK's wait on and off.
+            async with running_reader(settings):
+                reads = {
+                    on: await own_reads(
+                        settings, later[:n_half], half, f"ryw-{str(on).lower()}", on
+                    )
+                    for on in (True, False)
+                }
 
     raw = median("raw")
     print(
@@ -368,6 +437,13 @@ async def main() -> None:
         f"append latency at {low_rate:.0f}/s (lone writes): "
         f"p50 {percentile(at_low, 0.5):.1f} ms   p99 {percentile(at_low, 0.99):.1f} ms"
     )
+    for on, (latencies, missed) in reads.items():
+        print(
+            f"a client reading its own append back at {half:.0f}/s, read your writes "
+            f"{'on ' if on else 'off'}: p50 {percentile(latencies, 0.5):.1f} ms   "
+            f"p99 {percentile(latencies, 0.99):.1f} ms   "
+            f"{missed} of {len(latencies)} reads without the write"
+        )
     print(
         json.dumps(
             {
@@ -387,6 +463,15 @@ async def main() -> None:
                 "half_load_p99_ms": round(percentile(at_half, 0.99), 2),
                 "low_load_p50_ms": round(percentile(at_low, 0.5), 2),
                 "low_load_p99_ms": round(percentile(at_low, 0.99), 2),
+                "own_read_p50_ms": {
+                    "on" if on else "off": round(percentile(lat, 0.5), 2)
+                    for on, (lat, _) in reads.items()
+                },
+                "own_read_p99_ms": {
+                    "on" if on else "off": round(percentile(lat, 0.99), 2)
+                    for on, (lat, _) in reads.items()
+                },
+                "own_read_missed": {"on" if on else "off": m for on, (_, m) in reads.items()},
             }
         )
     )
