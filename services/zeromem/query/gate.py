@@ -58,7 +58,10 @@ class TenantGate:
         self._seen: dict[str, float] = {}  # tenant -> its last request (monotonic)
         # tenant -> [seconds of service time it may still take, when last refilled]
         self._share: dict[str, list[float]] = {}
-        self._redispatch: asyncio.TimerHandle | None = None
+        # The timer of the next dispatch, and when it is due: kept here, because uvloop's
+        # call_at returns a plain Handle (no ``when()``) for a moment already past.
+        self._redispatch: asyncio.Handle | None = None
+        self._redispatch_at = 0.0
         self._log = BoundedLog(log, limits.log_interval_s)
 
     def admit(self, tenant: str) -> tuple[ErrorCode, str] | None:
@@ -151,7 +154,7 @@ class TenantGate:
             "redispatch_in_s": (
                 None
                 if timer is None
-                else round(timer.when() - asyncio.get_running_loop().time(), 3)
+                else round(self._redispatch_at - asyncio.get_running_loop().time(), 3)
             ),
         }
 
@@ -252,7 +255,7 @@ class TenantGate:
         due = loop.time() + seconds
         timer = self._redispatch
         if timer is not None:
-            if timer.when() <= due:
+            if self._redispatch_at <= due:
                 return
             timer.cancel()
 
@@ -261,6 +264,7 @@ class TenantGate:
             self._dispatch()
 
         self._redispatch = loop.call_at(due, again)
+        self._redispatch_at = due
 
     def _forget(self, tenant: str, waiter: asyncio.Future[None]) -> None:
         waiting = self._waiting.get(tenant)
