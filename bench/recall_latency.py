@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import statistics
 import subprocess
@@ -31,12 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from write_throughput import stack_settings, wait_for_workers
+from write_throughput import role_env, stack_settings, wait_for_workers
 
-from zeromem.auth.credentials import local_authority
 from zeromem.bus import connect_nats, provision
 from zeromem.embedded import EmbeddedStack
-from zeromem.embedded.stack import settings_for_role
 from zeromem.sdk import MemoryClient
 from zeromem.settings import LifecycleSettings, Settings
 
@@ -108,19 +105,6 @@ async def start_services(settings: Settings, workers: int) -> list[subprocess.Po
     nc = await connect_nats(settings, "bench")
     await provision(nc.jetstream(), settings)
     await nc.close()
-    authority = local_authority(settings) if settings.auth_dir else None
-
-    def env(role: str) -> dict[str, str]:
-        as_role = settings_for_role(settings, authority, role)
-        return dict(
-            os.environ,
-            ZEROMEM_NATS_URL=settings.bus.nats_url,
-            ZEROMEM_NATS_CREDS=as_role.bus.nats_creds,
-            ZEROMEM_REDIS_URL=as_role.store.redis_url,
-            ZEROMEM_SHARDS=str(settings.shards),
-            ZEROMEM_MASTER_KEY=settings.lifecycle.master_key,
-            ZEROMEM_ENCRYPT_TENANTS=settings.lifecycle.encrypt_tenants,
-        )
 
     procs = [
         subprocess.Popen(
@@ -134,7 +118,7 @@ async def start_services(settings: Settings, workers: int) -> list[subprocess.Po
                 "--count",
                 str(workers),
             ],
-            env=env("worker"),
+            env=role_env(settings, "worker"),
             stderr=subprocess.DEVNULL,
         )
         for i in range(workers)
@@ -142,7 +126,7 @@ async def start_services(settings: Settings, workers: int) -> list[subprocess.Po
     procs.append(
         subprocess.Popen(
             [sys.executable, "-m", "zeromem.cli.main", "serve"],
-            env=env("reader"),
+            env=role_env(settings, "reader"),
             stderr=subprocess.DEVNULL,
         )
     )
