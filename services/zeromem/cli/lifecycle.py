@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import sys
@@ -236,7 +237,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from zeromem.worker.rebuild import SnapshotPredatesShreddingError, TruncatedLogError, rebuild
+    from zeromem.worker.rebuild import SnapshotUnusableError, TruncatedLogError, rebuild
 
     what = f"tenant {args.tenant}" if args.tenant else "every tenant"
     if not args.yes:
@@ -275,7 +276,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             "the rebuild needs a snapshot and the whole log after it (zeromem snapshot)",
             EXIT_FAILED,
         ) from None
-    except SnapshotPredatesShreddingError as exc:
+    except SnapshotUnusableError as exc:
         raise CliError(
             str(exc),
             "take a new snapshot first (zeromem snapshot), or replay the whole log "
@@ -313,7 +314,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         import logging
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-        asyncio.run(snapshot_every(settings, args.every or settings.snapshot.interval_s))
+        asyncio.run(
+            _until_stopped(snapshot_every(settings, args.every or settings.snapshot.interval_s))
+        )
         return 0
     try:
         report = asyncio.run(take_snapshot(settings))
@@ -326,6 +329,19 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         f"(Redis's copy {report.rdb_bytes} bytes; its fork paused Redis {report.fork_ms:.1f}"
         f" ms), in {report.seconds:.2f}s",
     )
+
+
+async def _until_stopped(job: Any) -> None:
+    """Run ``job`` until SIGTERM or SIGINT, then cancel it, so a snapshot in progress
+    removes its files (a whole copy of Redis) and stops its scratch server on the way."""
+    import signal
+
+    task = asyncio.ensure_future(job)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def _list_snapshots(args: argparse.Namespace, settings: Any) -> int:

@@ -239,8 +239,16 @@ async def take_snapshot(
 
 
 async def snapshot_every(settings: Settings, interval_s: float) -> None:
-    """Take a snapshot now and every ``interval_s`` after (``zeromem snapshot --every``);
-    a failed one is logged and the next one tried on time."""
+    """Take a snapshot every ``interval_s`` (``zeromem snapshot --every``), the first when
+    the latest stored one is that old (at once when there is none): a process restarted
+    often still snapshots on time. A failed one is logged and the next tried on time."""
+    nc = await connect_nats(settings, name="zeromem-snapshot-schedule")
+    try:
+        latest = await snapshot_store.latest(nc.jetstream())
+    finally:
+        await nc.drain()
+    if latest is not None:
+        await asyncio.sleep(max(0.0, latest.header.taken_at + interval_s - time.time()))
     while True:
         began = time.monotonic()
         try:

@@ -92,7 +92,11 @@ class TruncatedLogError(RuntimeError):
         )
 
 
-class SnapshotPredatesShreddingError(RuntimeError):
+class SnapshotUnusableError(RuntimeError):
+    """The latest snapshot cannot start this rebuild; nothing was changed."""
+
+
+class SnapshotPredatesShreddingError(SnapshotUnusableError):
     """The latest snapshot holds memories sealed under data keys destroyed since."""
 
     def __init__(self, snapshot: str, keys: int) -> None:
@@ -234,6 +238,12 @@ async def rebuild(
         info = await js.stream_info(naming.COMMAND_STREAM)
         snapshot = await snapshot_store.latest(js) if use_snapshot else None
         header = snapshot.header if snapshot is not None else None
+        if header is not None and header.shards != settings.shards:
+            raise SnapshotUnusableError(
+                f"snapshot {snapshot.name if snapshot else ''} was taken with {header.shards} "
+                f"shards and this deployment has {settings.shards}: its positions name other "
+                "shards. Take a new snapshot (zeromem snapshot); nothing was changed"
+            )
         # Every shard's commands up to here are in the snapshot (0: none without one).
         covered = min(header.covered.get(s, 0) for s in shards) if header else 0
         first, last = info.state.first_seq or 1, info.state.last_seq or 0
