@@ -45,12 +45,13 @@ from zeromem.embedded.servers import ScratchRedis
 from zeromem.lifecycle import snapshot_store
 from zeromem.lifecycle.snapshot_store import Fingerprint, SnapshotHeader, SnapshotWriter
 from zeromem.settings import Settings
+from zeromem.store import scripts
 from zeromem.store.keys import DATA_KEY_FIELD, REDIS_KEY_PATTERN, derived_from_log, is_data_key
 from zeromem.store.rdb import fetch_rdb
 
 log = logging.getLogger(__name__)
 
-_SCAN_COUNT = 2000
+_SCAN_COUNT = 1000
 _COPY_FILE = "copy.rdb"
 
 
@@ -87,23 +88,24 @@ async def _copy_records(scratch: Redis, writer: SnapshotWriter) -> list[Fingerpr
     """Every derived key into ``writer``; the data keys' fingerprints."""
     fingerprints: list[Fingerprint] = []
     async for batch in _batches(scratch):
-        async with scratch.pipeline(transaction=False) as pipe:
-            for name in batch:
-                if is_data_key(name.decode()):
+        data_keys = [name for name in batch if is_data_key(name.decode())]
+        derived = [name for name in batch if not is_data_key(name.decode())]
+        if data_keys:
+            async with scratch.pipeline(transaction=False) as pipe:
+                for name in data_keys:
                     pipe.hget(name, DATA_KEY_FIELD)
-                    pipe.echo(b"")
-                else:
-                    pipe.dump(name)
-                    pipe.pexpiretime(name)
-            answers = await pipe.execute()
-        for i, name in enumerate(batch):
+                wrapped = await pipe.execute()
+            fingerprints += [
+                (name, snapshot_store.fingerprint(value))
+                for name, value in zip(data_keys, wrapped, strict=True)
+                if value is not None
+            ]
+        answers = await scripts.SNAPSHOT_DUMP(scratch, derived) if derived else []
+        for i, name in enumerate(derived):
             payload, expires = answers[2 * i], answers[2 * i + 1]
             if payload is None:  # expired while we read
                 continue
-            if is_data_key(name.decode()):
-                fingerprints.append((name, snapshot_store.fingerprint(payload)))
-            else:
-                writer.add((name, max(int(expires), 0), payload))
+            writer.add((name, max(int(expires), 0), payload))
     return fingerprints
 
 
@@ -179,8 +181,8 @@ async def take_snapshot(
         taken_at = time.time()
         rdb_bytes = await fetch_rdb(settings, work / _COPY_FILE)
         copied = time.perf_counter()
-        persistence = await redis.info("persistence")
-        fork_ms = float(persistence.get("latest_fork_usec", 0)) / 1000
+        stats = await redis.info("stats")  # where Redis reports its last fork's time
+        fork_ms = float(stats.get("latest_fork_usec", 0)) / 1000
 
         server = ScratchRedis(work, _COPY_FILE)
         await asyncio.to_thread(server.start)

@@ -50,6 +50,7 @@ from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.settings import Settings
+from zeromem.store import scripts
 from zeromem.store.keys import DATA_KEY_FIELD, shard_sequence_key, snapshot_scratch_key
 
 MAGIC = b"ZMSNAP1\n"
@@ -273,13 +274,12 @@ async def restore(
     _, batches = read_snapshot(path)
     restored = 0
     for batch in batches:
-        async with redis.pipeline(transaction=False) as pipe:
-            for name, expires_ms, payload in batch:
-                if not keep(name.decode()):
-                    continue
-                pipe.restore(name, expires_ms, payload, replace=True, absttl=bool(expires_ms))
-                restored += 1
-            await pipe.execute()
+        chosen = [r for r in batch if keep(r[0].decode())]
+        if chosen:
+            args: list[int | bytes] = []
+            for _, expires_ms, payload in chosen:
+                args += [expires_ms, payload]
+            restored += await scripts.SNAPSHOT_RESTORE(redis, [r[0] for r in chosen], args)
     return restored
 
 
