@@ -328,6 +328,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--misses", choices=list(SPLITS), help="list the default's misses")
     parser.add_argument(
+        "--try",
+        dest="tries",
+        action="append",
+        default=[],
+        metavar="NAME:FIELD=VALUE,...",
+        help="also the default with these ranking settings changed (repeatable), "
+        "e.g. 'b.5:b=0.5'",
+    )
+    parser.add_argument(
         "--split",
         choices=list(SPLITS),
         action="append",
@@ -345,7 +354,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     encoder = {split: retention(d) for split, d in datasets.items()}
     for split, figures in encoder.items():
         print(f"{split}: encoder retention {json.dumps(figures)}")
-    found = asyncio.run(run(datasets, variants(args.ablations)))
+    configs = variants(args.ablations)
+    for spec in args.tries:
+        name, _, settings = spec.partition(":")
+        overrides = dict(pair.split("=", 1) for pair in settings.split(",") if pair)
+        configs[name] = RankingConfig.from_dict(
+            {field: float(value) for field, value in overrides.items()}
+        )
+    found = asyncio.run(run(datasets, configs))
     for split, result in found["results"].items():
         print(
             f"\n{split}: imported {len(datasets[split].turns)} turns in "
