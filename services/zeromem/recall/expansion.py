@@ -95,11 +95,14 @@ class Expander:
     def vector(self, word: str) -> Matrix:
         """The unit vector of ``word``: the mean of its tokens' vectors."""
         ids = self._tokenizer.encode(word, add_special_tokens=False).ids
-        mean = self._embedding[ids].mean(axis=0)
+        mean: Matrix = self._embedding[ids].mean(axis=0)
         norm = float(self._np.linalg.norm(mean))
-        return mean / norm if norm > 0.0 else mean
+        unit: Matrix = mean / norm if norm > 0.0 else mean
+        return unit
 
-    def _neighbours(self, word: str, limit: int, min_similarity: float) -> tuple[tuple[str, float], ...]:
+    def _neighbours(
+        self, word: str, limit: int, min_similarity: float
+    ) -> tuple[tuple[str, float], ...]:
         """Up to ``limit`` (term, similarity) pairs: the stems of the vocabulary words
         nearest ``word`` at ``min_similarity`` or more, best first, without ``word``'s own
         stem and each stem once."""

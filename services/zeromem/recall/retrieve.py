@@ -141,9 +141,10 @@ async def gather(
     term_weights: Mapping[str, float] | None = None,
 ) -> Gathered:
     """``term_weights``: a factor for some query terms (expanded ones, see
-    ``recall.expansion``), on top of the speaker weight. ``owners_per_call``: owners one Redis script call covers at most
-    (``Limits.recall_owners_per_call``); a recall over more is split (see ``_split_survey``)
-    into calls sent ``calls_at_once`` at a time (``Limits.recall_calls_at_once``)."""
+    ``recall.expansion``), on top of the speaker weight. ``owners_per_call``: owners one
+    Redis script call covers at most (``Limits.recall_owners_per_call``); a recall over
+    more is split (see ``_split_survey``) into calls sent ``calls_at_once`` at a time
+    (``Limits.recall_calls_at_once``)."""
     now = time.time() if now is None else now
     keys = RedisKeys(tenant)
     keep_n = max(STAGE_TWO_MIN, 8 * k)

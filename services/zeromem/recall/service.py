@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 
 from zeromem.limits import Limits, refusal
 from zeromem.recall.dates import date_range
+from zeromem.recall.evidence import evidence
 from zeromem.recall.expansion import Expander, shared_expander
 from zeromem.recall.packing import PackItem, PackResult, pack
 from zeromem.recall.ranking import Ranking, RankingConfig, score_candidates
@@ -206,6 +207,14 @@ class RecallService:
         # A query whose terms match nothing recalls nothing: recent but unrelated memories
         # would cost tokens and tell the model nothing. An empty query ranks by recency.
         k = request.k if ranking.relevance_mode or not query_terms else 0
+        min_evidence = ranking.config.min_evidence
+        if (
+            k
+            and min_evidence > 0.0
+            and ranking.relevance_mode
+            and evidence(ranking, query_terms, expanded, gathered.stats) < min_evidence
+        ):
+            k = 0  # nothing in scope answers the question (recall.evidence)
         await self._prefetch_references(request, ranking, items, now)
         result = pack(
             ranking, k, request.budget, lambda key: _pack_item(key, items.get(key)), count
