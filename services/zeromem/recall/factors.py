@@ -70,10 +70,11 @@ class RankingConfig:
     # expansion_per_word nearest words (cosine >= expansion_min_similarity in a static
     # word-embedding space) as terms weighing expansion_weight x their similarity;
     # expansion_max_terms caps the added terms of one query (the strongest kept).
-    # expansion_weight 0 turns it off. Measured (development split, R@10 / R@1500tok, with
-    # name_text_weight 0): off 0.597 / 0.662; weight 0.3 0.745 / 0.825, 0.5 0.745 / 0.833,
-    # 0.8 0.764 / 0.846, 1 0.766 / 0.846; 5 words each 0.724, 12 0.749; at most 16 terms
-    # 0.734; similarity >= 0.25 the same as 0.2.
+    # expansion_weight 0 turns it off. Measured (development split before its follow-ups
+    # named the listener, R@10 / R@1500tok, with name_text_weight 0): off 0.597 / 0.662;
+    # weight 0.3 0.745 / 0.825, 0.5 0.745 / 0.833, 0.8 0.764 / 0.846, 1 0.766 / 0.846;
+    # 5 words each 0.724, 12 0.749; at most 16 terms 0.734; similarity >= 0.25 the same
+    # as 0.2.
     expansion_weight: float = 0.8
     expansion_per_word: int = 8
     expansion_min_similarity: float = 0.2
