@@ -24,6 +24,7 @@ extra terms. Measured choices are on ``RankingConfig`` (``expansion_*``).
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from functools import lru_cache
@@ -62,6 +63,12 @@ class Expander:
     """Nearest-word look-ups in one embedding space (see the module docstring)."""
 
     def __init__(self, package_dir: Path) -> None:
+        # One BLAS thread, unless the environment says otherwise (it only counts before
+        # numpy's first import; nothing in a read process imports it earlier). A word's
+        # product is small (8,864 x 256): with OpenBLAS's thread pool, 12 new words took
+        # 0.5-47.5 ms each on the 2-core machine at load average 9, with one thread
+        # 0.7-15.8 ms.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         import numpy as np
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
