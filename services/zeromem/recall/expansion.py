@@ -84,9 +84,10 @@ class Expander:
         self._np = np
         self._embedding: Matrix = load_file(str(weights_path))[TENSOR].astype(np.float32)
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        vocabulary = self._tokenizer.get_vocab()
         words = sorted(
             token[1:]
-            for token in self._tokenizer.get_vocab()
+            for token in vocabulary
             if token.startswith(WORD_MARK)
             and len(token) > MIN_WORD_CHARS
             and token[1:].isascii()
@@ -96,7 +97,11 @@ class Expander:
         )
         self.words = words
         self._stems = [stem(word) for word in words]
-        self._vectors: Matrix = np.stack([self.vector(word) for word in words])
+        # Each of these words is one token of its own (what ``vector`` would find, without
+        # encoding 8,864 words at start: 0.3 s instead of 2 s).
+        rows = self._embedding[[vocabulary[WORD_MARK + word] for word in words]]
+        norms = np.linalg.norm(rows, axis=1, keepdims=True)
+        self._vectors: Matrix = rows / np.where(norms > 0.0, norms, 1.0)
         self.neighbours = lru_cache(maxsize=CACHED_WORDS)(self._neighbours)
 
     def vector(self, word: str) -> Matrix:
