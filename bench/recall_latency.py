@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from write_throughput import role_env, stack_settings, wait_for_workers
+from write_throughput import role_env, stack_settings, start_reader, wait_for_workers
 
 from zeromem.bus import connect_nats, provision
 from zeromem.embedded import EmbeddedStack
@@ -123,24 +123,42 @@ async def start_services(settings: Settings, workers: int) -> list[subprocess.Po
         )
         for i in range(workers)
     ]
-    procs.append(
-        subprocess.Popen(
-            [sys.executable, "-m", "zeromem.cli.main", "serve"],
-            env=role_env(settings, "reader"),
-            stderr=subprocess.DEVNULL,
-        )
-    )
     await wait_for_workers(settings)
-    async with await MemoryClient.connect(
-        settings.bus.nats_url, tenant="bench-probe", agent="probe", timeout=1, settings=settings
-    ) as probe:
-        for _ in range(300):
-            try:
-                await probe.get("user:probe:x")
-                break
-            except Exception:
-                await asyncio.sleep(0.1)
+    procs.append(await start_reader(settings))
     return procs
+
+
+async def time_sizes(
+    client: MemoryClient, sizes: list[int], queries: int, rng: random.Random
+) -> dict[int, tuple[float, float, float]]:
+    """p50 and p99 (ms) and mean tokens of ``queries`` recalls in each scope size."""
+    results = {}
+    for size in sizes:
+        for _ in range(20):  # warm the service
+            await client.recall(query(rng), owners=[f"user:s{size}"])
+        samples = []
+        tokens = []
+        for _ in range(queries):
+            q = query(rng)
+            start = time.perf_counter()
+            reply = await client.recall(q, owners=[f"user:s{size}"], k=5, budget=1500)
+            samples.append((time.perf_counter() - start) * 1000)
+            tokens.append(reply.tokens)
+        results[size] = (percentile(samples, 50), percentile(samples, 99), statistics.mean(tokens))
+    return results
+
+
+def mean_rounds(
+    rounds: list[dict[int, tuple[float, float, float]]],
+) -> dict[int, tuple[float, float, float]]:
+    return {
+        size: (
+            statistics.fmean(r[size][0] for r in rounds),
+            statistics.fmean(r[size][1] for r in rounds),
+            statistics.fmean(r[size][2] for r in rounds),
+        )
+        for size in rounds[0]
+    }
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -217,6 +235,12 @@ async def main() -> None:
     parser.add_argument(
         "--encryption", action="store_true", help="recall over plain vs encrypted memories"
     )
+    parser.add_argument(
+        "--compare-expansion",
+        action="store_true",
+        help="also time each scope with query expansion off (a second `zeromem serve` with "
+        "ZEROMEM_RECALL_EXPANSION=0, alternating with the default over two rounds)",
+    )
     args = parser.parse_args()
     if args.encryption:
         await encryption_cost(args)
@@ -251,23 +275,22 @@ async def main() -> None:
                 )
 
                 raw = await raw_round_trips(settings, args.queries * 2)
-                results = {}
-                for size in sizes:
-                    for _ in range(20):  # warm the service
-                        await client.recall(query(rng), owners=[f"user:s{size}"])
-                    samples = []
-                    tokens = []
-                    for _ in range(args.queries):
-                        q = query(rng)
-                        start = time.perf_counter()
-                        reply = await client.recall(q, owners=[f"user:s{size}"], k=5, budget=1500)
-                        samples.append((time.perf_counter() - start) * 1000)
-                        tokens.append(reply.tokens)
-                    results[size] = (
-                        percentile(samples, 50),
-                        percentile(samples, 99),
-                        statistics.mean(tokens),
-                    )
+                results = await time_sizes(client, sizes, args.queries, rng)
+                off: dict[int, tuple[float, float, float]] = {}
+                if args.compare_expansion:
+                    # Alternate the two readers over two rounds; each size's p50 and p99
+                    # are the mean of its rounds.
+                    on_rounds, off_rounds = [results], []
+                    for round_ in range(2):
+                        for expansion in ("0", "1") if round_ == 0 else ("0",):
+                            stop(procs[-1:])
+                            procs[-1] = await start_reader(
+                                settings, {"ZEROMEM_RECALL_EXPANSION": expansion}
+                            )
+                            timed = await time_sizes(client, sizes, args.queries, rng)
+                            (off_rounds if expansion == "0" else on_rounds).append(timed)
+                    results = mean_rounds(on_rounds)
+                    off = mean_rounds(off_rounds)
         finally:
             stop(procs)
 
@@ -280,6 +303,12 @@ async def main() -> None:
         )
     small, large = results[sizes[0]][0], results[sizes[-1]][0]
     print(f"scaling p50 {sizes[-1]} / {sizes[0]}: {large / small:.2f}x")
+    for size, (p50, p99, _tok) in off.items():
+        on50, on99, _ = results[size]
+        print(
+            f"expansion off, {size:>7} in scope   p50 {p50:6.2f} ms   p99 {p99:6.2f} ms   "
+            f"(on / off: p50 {on50 / p50:.2f}x, p99 {on99 / p99:.2f}x)"
+        )
     print(
         json.dumps(
             {
@@ -291,6 +320,10 @@ async def main() -> None:
                     for s, v in results.items()
                 },
                 "scaling_p50_largest_over_smallest": round(large / small, 3),
+                "expansion_off": {
+                    str(s): {"p50_ms": round(v[0], 3), "p99_ms": round(v[1], 3)}
+                    for s, v in off.items()
+                },
             }
         )
     )

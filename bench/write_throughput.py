@@ -117,22 +117,30 @@ def role_env(settings: Settings, role: str, extra: dict[str, str] | None = None)
     )
 
 
+async def start_reader(
+    settings: Settings, extra: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A `zeromem serve` process (the reads, with ``extra`` variables), once it answers."""
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "zeromem.cli.main", "serve"],
+        env=role_env(settings, "reader", extra),
+        stderr=subprocess.DEVNULL,
+    )
+    async with await client(settings, "bench-probe") as probe:
+        for _ in range(300):
+            try:
+                await probe.get("user:probe:x")
+                break
+            except Exception:
+                await asyncio.sleep(0.1)
+    return reader
+
+
 @contextlib.asynccontextmanager
 async def running_reader(settings: Settings) -> AsyncIterator[subprocess.Popen[bytes]]:
     """A `zeromem serve` process (the reads), answering; stopped on exit."""
-    reader = subprocess.Popen(
-        [sys.executable, "-m", "zeromem.cli.main", "serve"],
-        env=role_env(settings, "reader"),
-        stderr=subprocess.DEVNULL,
-    )
+    reader = await start_reader(settings)
     try:
-        async with await client(settings, "bench-probe") as probe:
-            for _ in range(300):
-                try:
-                    await probe.get("user:probe:x")
-                    break
-                except Exception:
-                    await asyncio.sleep(0.1)
         yield reader
     finally:
         reader.terminate()

@@ -8,7 +8,8 @@ A conversation is two people talking in ``SESSIONS`` sessions, days or weeks apa
 real dates (2023). Each person lives through a few storylines, whose beats land in
 different sessions (see ``stories_dev``); the rest of every session is greetings,
 reactions and small talk. Every turn is longer than 200 characters: the beat's sentence
-sits among greetings, reactions, small talk and a question back, in varying order.
+sits among greetings, reactions, small talk and a question back (often addressing the
+listener by name), in varying order.
 
 Questions, all naming the person they are about, with other words than the turns that
 answer them:
@@ -33,6 +34,10 @@ SESSIONS = 16
 TURNS_PER_SESSION = (22, 30)
 STORIES_PER_PERSON = 4
 MIN_TURN_CHARS = 201
+# Share of follow-up questions that address the listener by name ("Ruth, how was your
+# week?"): without them a name in a turn's text was almost always a session's greeting,
+# which made "ignore a name's text mentions" an easy win.
+NAMED_FOLLOW_UP = 0.6
 KINDS = ("single", "multi", "temporal", "no_answer")
 FIRST_DAY = datetime(2023, 1, 9, tzinfo=UTC)
 
@@ -150,6 +155,8 @@ class _Builder:
         self.stories = stories  # (teller index 0/1, story, slot values)
         self.turns: list[Turn] = []
         self.beat_turns: dict[tuple[int, str], Turn] = {}
+        # A draw of its own, so adding names leaves every other draw (and turn) as it was.
+        self.naming = random.Random(f"{owner}:naming")
 
     def text(self, template: str, teller: int, values: dict[str, str]) -> str:
         return template.format(name=self.people[teller], other=self.people[1 - teller], **values)
@@ -169,7 +176,12 @@ class _Builder:
             if len(" ".join(parts)) > 420:
                 break
         if rng.random() < 0.5:
-            parts.append(rng.choice(w.follow_ups))
+            follow_up = rng.choice(w.follow_ups)
+            if self.naming.random() < NAMED_FOLLOW_UP:
+                # the listener addressed by name: their name in a turn that says nothing
+                # about them (a distractor for questions that name them)
+                follow_up = f"{self.people[1 - speaker]}, {follow_up[0].lower()}{follow_up[1:]}"
+            parts.append(follow_up)
         return " ".join(parts)
 
     def add(

@@ -28,9 +28,12 @@ in them. ``bm25`` is ``baseline.py`` on the same turns in the same run.
 Encoder retention: the share of labelled facts (names, places, numbers of a storyline's
 beats) that the memory content keeps, for the encoder and for a plain 200-character cut.
 
-With ``--ablations``, the read-side ideas are switched off one at a time and on one at
-a time on top of text-only BM25 (the same stored data, the recall service's ranking
-settings changed between runs).
+With ``--ablations``, the read-side ideas (speaker field, neighbour context, query
+dates, query expansion, the name rule: a speaker's name counts little as a text word) are
+switched off one at a time and on one at a time on top of text-only BM25, and abstention
+is tried at two levels (the same stored data, the recall service's ranking settings
+changed between runs). ``--try NAME:FIELD=VALUE,...`` adds the default with other
+ranking settings (how the defaults were chosen, on the development split only).
 
 The last line of output is one JSON object with every figure.
 """
@@ -75,6 +78,7 @@ BUDGET = 1500
 WIDE_K = 100
 SPLITS = {"dev": (stories_dev.WORLD, 6), "heldout": (stories_heldout.WORLD, 4)}
 SEED = 1
+ABSTENTION_LEVELS = (0.2, 0.3)  # min_evidence values the ablations try
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,19 +254,33 @@ def print_misses(outcomes: Sequence[Outcome], system: str, texts: dict[str, str]
 
 def variants(ablations: bool) -> dict[str, RankingConfig]:
     """Ranking settings to compare. The default first; with ablations, each idea off
-    alone, and text-only BM25 with each idea on alone."""
+    alone, text-only BM25 with each idea on alone, and the default with abstention."""
     default = RankingConfig()
     out = {"default": default}
     if not ablations:
         return out
-    text_only = replace(default, speaker_weight=0.0, neighbour_share=0.0, date_weight=1.0)
-    out["- speaker field"] = replace(default, speaker_weight=0.0)
-    out["- neighbours"] = replace(default, neighbour_share=0.0)
-    out["- query dates"] = replace(default, date_weight=1.0)
+    text_only = replace(
+        default,
+        speaker_weight=0.0,
+        neighbour_share=0.0,
+        date_weight=1.0,
+        expansion_weight=0.0,
+        name_text_weight=1.0,
+    )
+    ideas = {
+        "speaker field": {"speaker_weight": 0.0},
+        "neighbours": {"neighbour_share": 0.0},
+        "query dates": {"date_weight": 1.0},
+        "expansion": {"expansion_weight": 0.0},
+        "name rule": {"name_text_weight": 1.0},
+    }
+    for idea, off in ideas.items():
+        out[f"- {idea}"] = replace(default, **off)
     out["text only"] = text_only
-    out["text + speaker"] = replace(text_only, speaker_weight=default.speaker_weight)
-    out["text + neighbours"] = replace(text_only, neighbour_share=default.neighbour_share)
-    out["text + query dates"] = replace(text_only, date_weight=default.date_weight)
+    for idea, off in ideas.items():
+        out[f"text + {idea}"] = replace(text_only, **{name: getattr(default, name) for name in off})
+    for level in ABSTENTION_LEVELS:
+        out[f"abstain < {level}"] = replace(default, min_evidence=level)
     return out
 
 
@@ -328,6 +346,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--misses", choices=list(SPLITS), help="list the default's misses")
     parser.add_argument(
+        "--try",
+        dest="tries",
+        action="append",
+        default=[],
+        metavar="NAME:FIELD=VALUE,...",
+        help="also the default with these ranking settings changed (repeatable), e.g. 'b.5:b=0.5'",
+    )
+    parser.add_argument(
         "--split",
         choices=list(SPLITS),
         action="append",
@@ -345,7 +371,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     encoder = {split: retention(d) for split, d in datasets.items()}
     for split, figures in encoder.items():
         print(f"{split}: encoder retention {json.dumps(figures)}")
-    found = asyncio.run(run(datasets, variants(args.ablations)))
+    configs = variants(args.ablations)
+    for spec in args.tries:
+        name, _, settings = spec.partition(":")
+        overrides = dict(pair.split("=", 1) for pair in settings.split(",") if pair)
+        configs[name] = RankingConfig.from_dict(
+            {field: float(value) for field, value in overrides.items()}
+        )
+    found = asyncio.run(run(datasets, configs))
     for split, result in found["results"].items():
         print(
             f"\n{split}: imported {len(datasets[split].turns)} turns in "

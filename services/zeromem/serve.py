@@ -18,6 +18,7 @@ from zeromem.query.dump import read_service_state
 from zeromem.query.gate import TenantGate
 from zeromem.query.responder import Responder
 from zeromem.query.service import register_query_handlers, register_recall_and_stats
+from zeromem.recall.expansion import shared_expander
 from zeromem.recall.service import RecallService
 from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry, configure_telemetry
@@ -47,6 +48,10 @@ class ReadServices:
         responder = Responder(nc, gate, telemetry.tracer)
         register_query_handlers(responder, redis, settings)
         recall = register_recall_and_stats(responder, redis, settings, telemetry)
+        if recall.config.expansion_weight > 0.0:
+            # Load query expansion's model (about a second) before the first recall, off
+            # the event loop.
+            recall.expander = await asyncio.to_thread(shared_expander)
         await responder.start()
         return cls(nc, responder, recall, gate)
 

@@ -202,6 +202,9 @@ ENVIRONMENT_READERS = {
     # mirrors tiktoken's own lookup of its cache directory (TIKTOKEN_CACHE_DIR, then
     # DATA_GYM_CACHE_DIR) at the moment tiktoken reads it; not zeromem configuration
     "services/zeromem/store/tokens.py": "tiktoken's cache directory",
+    # sets OpenBLAS's thread count (unless set) before numpy's first import, for query
+    # expansion's small products; not zeromem configuration
+    "services/zeromem/recall/expansion.py": "OPENBLAS_NUM_THREADS",
 }
 READS_ENVIRONMENT = re.compile(r"\bos\.environ\b|\bgetenv\(|\bfrom os import\b[^\n]*\benviron\b")
 

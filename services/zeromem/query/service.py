@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 from nats.aio.client import Client as NatsClient
 from opentelemetry import trace
@@ -108,6 +109,8 @@ def register_recall_and_stats(
     the recall service."""
     limits = responder.gate.limits
     service = RecallService(redis, telemetry=telemetry, limits=limits)
+    if not settings.recall_expansion:
+        service.config = replace(service.config, expansion_weight=0.0)
     recorder = ReadRecorder(nats_publisher(responder.nc), settings.shards)  # recall slides none
     pending: set[asyncio.Task[None]] = set()
 

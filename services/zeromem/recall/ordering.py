@@ -132,6 +132,13 @@ class Ranking(Sequence[ScoredCandidate]):
         for position in range(len(self._feats)):
             yield self[position]
 
+    def features_at(self, position: int) -> CandidateFeatures:
+        """The features of the candidate at ``position`` without building a
+        ``ScoredCandidate``."""
+        if position >= self._final:
+            self._finalise(position)
+        return self._feats[self._order[position]]
+
     def key_at(self, position: int) -> str:
         """The key at ``position`` without building a ``ScoredCandidate``."""
         if position >= self._final:

@@ -53,6 +53,7 @@ def score_candidates(
     *,
     neighbours: Mapping[str, Sequence[str]] | None = None,
     date_range: tuple[float, float] | None = None,
+    term_weights: Mapping[str, float] | None = None,
 ) -> Ranking:
     """Score every candidate and return them in rank order (lazily, see ``Ranking``).
 
@@ -63,7 +64,8 @@ def score_candidates(
     ``date_range`` (a day or month the query names): matching memories updated then are
     multiplied by ``date_weight``. ``neighbours`` (key -> the keys of its time-neighbours
     in the same conversation): each candidate then gains ``neighbour_share`` x the best
-    score among its neighbours.
+    score among its neighbours. ``term_weights`` multiplies the weight of some text terms
+    (the expanded ones, ``recall.expansion``).
     """
     boost_of = None
     dropped: list[CandidateFeatures] = []
@@ -92,6 +94,14 @@ def score_candidates(
                 )
         elif term not in idf_k1:
             idf_k1[term] = idf(stats.df.get(term, 0), stats.n_docs) * (k1 + 1.0)
+    if term_weights:
+        for term, factor in term_weights.items():
+            if term in idf_k1:
+                idf_k1[term] *= factor
+    if config.name_text_weight != 1.0:
+        for term in idf_k1:
+            if stats.df.get(SPEAKER_FIELD + term, 0) > 0:
+                idf_k1[term] *= config.name_text_weight
     avg_len = stats.avg_len
     norm_base = k1 * (1.0 - b) if avg_len > 0 else k1
     norm_per_len = k1 * b / avg_len if avg_len > 0 else 0.0

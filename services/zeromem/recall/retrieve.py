@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -138,13 +138,17 @@ async def gather(
     date_range: tuple[float, float] | None = None,
     owners_per_call: int = 1,
     calls_at_once: int = 4,
+    term_weights: Mapping[str, float] | None = None,
 ) -> Gathered:
-    """``owners_per_call``: owners one Redis script call covers at most
-    (``Limits.recall_owners_per_call``); a recall over more is split (see ``_split_survey``)
-    into calls sent ``calls_at_once`` at a time (``Limits.recall_calls_at_once``)."""
+    """``term_weights``: a factor for some query terms (expanded ones, see
+    ``recall.expansion``), on top of the speaker weight. ``owners_per_call``: owners one
+    Redis script call covers at most (``Limits.recall_owners_per_call``); a recall over
+    more is split (see ``_split_survey``) into calls sent ``calls_at_once`` at a time
+    (``Limits.recall_calls_at_once``)."""
     now = time.time() if now is None else now
     keys = RedisKeys(tenant)
     keep_n = max(STAGE_TWO_MIN, 8 * k)
+    factors = _term_factors(query_terms, config, term_weights or {})
     if not filters.any:
         # The common case in one round trip: statistics, stage one, and stage two's memories,
         # with the time-neighbours of the best and the memories of a date the query names.
@@ -160,6 +164,7 @@ async def gather(
             date_range,
             owners_per_call,
             calls_at_once,
+            factors,
         )
         stats, _, _ = _corpus(owners, query_terms, survey.owner_stats, survey.df)
         gathered = await _finish(
@@ -218,6 +223,7 @@ async def gather(
             None,
             owners_per_call,
             calls_at_once,
+            factors,
         )
         return await _finish(
             redis,
@@ -241,7 +247,7 @@ async def gather(
     ]
     tf: dict[str, dict[str, int]] = {}
     chosen, stage_one_cut = await _from_filtered_set(
-        redis, keys, owners, filters, posting_plan, df, n_docs, now, config, keep_n, tf
+        redis, keys, owners, filters, posting_plan, df, n_docs, now, config, keep_n, tf, factors
     )
     rows = await _fetch_rows(redis, keys, sorted(chosen), encoding)
     return await _finish(
@@ -335,13 +341,21 @@ async def _finish(
     )
 
 
-def _weights(df: dict[str, int], n_docs: int, config: RankingConfig) -> dict[str, float]:
-    return {t: idf(d, n_docs) * (config.k1 + 1.0) * _term_factor(t, config) for t, d in df.items()}
+def _weights(
+    df: dict[str, int], n_docs: int, config: RankingConfig, factors: Mapping[str, float]
+) -> dict[str, float]:
+    return {t: idf(d, n_docs) * (config.k1 + 1.0) * factors.get(t, 1.0) for t, d in df.items()}
 
 
-def _term_factor(term: str, config: RankingConfig) -> float:
-    """What a term's BM25 weight is multiplied by: speaker_weight for a speaker term."""
-    return config.speaker_weight if is_field_term(term) else 1.0
+def _term_factors(
+    terms: Sequence[str], config: RankingConfig, term_weights: Mapping[str, float]
+) -> dict[str, float]:
+    """What each term's BM25 weight is multiplied by: speaker_weight for a speaker term,
+    its ``term_weights`` entry (an expanded term), otherwise 1."""
+    return {
+        term: config.speaker_weight if is_field_term(term) else term_weights.get(term, 1.0)
+        for term in terms
+    }
 
 
 @dataclass(slots=True)
@@ -372,7 +386,9 @@ async def _survey(
     date_range: tuple[float, float] | None = None,
     owners_per_call: int = 1,
     calls_at_once: int = 4,
+    factors: Mapping[str, float] | None = None,
 ) -> Survey:
+    factors = factors if factors is not None else _term_factors(terms, config, {})
     expand = NEIGHBOUR_EXPAND if config.neighbour_share > 0.0 else 0
     low, high = (repr(date_range[0]), repr(date_range[1])) if date_range else ("", "")
     if len(owners) > max(owners_per_call, 1):
@@ -389,6 +405,7 @@ async def _survey(
             expand,
             max(owners_per_call, 1),
             max(calls_at_once, 1),
+            factors,
         )
     args: list[EncodableT] = [
         POSTINGS_LIMIT,
@@ -407,7 +424,7 @@ async def _survey(
         high,
         DATED_LIMIT,
     ]
-    args += [repr(_term_factor(term, config)) for term in terms]
+    args += [repr(factors[term]) for term in terms]
     args += list(owners)
     rkeys = [keys.owner_stats(owner) for owner in owners]
     rkeys += [keys.by_time(owner) for owner in owners]
@@ -474,6 +491,7 @@ async def _split_survey(
     expand: int,
     per_call: int,
     at_once: int,
+    factors: Mapping[str, float],
 ) -> Survey:
     """The survey of a recall over more owners than one script call may cover, as several
     calls that each hold Redis for one group of owners (one survey over sixteen owners of
@@ -523,7 +541,7 @@ async def _split_survey(
                 *dates,
                 DATED_LIMIT,
                 *df,
-                *(repr(_term_factor(term, config)) for term in terms),
+                *(repr(factors[term]) for term in terms),
             ],
         )
         for group in groups
@@ -659,6 +677,7 @@ async def _from_filtered_set(
     config: RankingConfig,
     keep_n: int,
     tf: dict[str, dict[str, int]],
+    factors: Mapping[str, float],
 ) -> tuple[set[str], list[tuple[str, float]]]:
     """A small filtered set is read whole and every member's term frequencies looked up,
     so a selective filter never loses a memory to truncated postings."""
@@ -670,7 +689,7 @@ async def _from_filtered_set(
     await _term_frequencies(redis, keys, posting_plan, sorted(allowed), tf)
     if len(allowed) <= keep_n:
         return allowed, []
-    weights = _weights(df, n_docs, config)
+    weights = _weights(df, n_docs, config, factors)
     estimate = {
         key: sum(weights[t] * f / (f + config.k1) for t, f in tf.get(key, {}).items())
         for key in allowed

@@ -16,6 +16,8 @@ from redis.asyncio import Redis
 
 from zeromem.limits import Limits, refusal
 from zeromem.recall.dates import date_range
+from zeromem.recall.evidence import evidence
+from zeromem.recall.expansion import Expander, shared_expander
 from zeromem.recall.packing import PackItem, PackResult, pack
 from zeromem.recall.ranking import Ranking, RankingConfig, score_candidates
 from zeromem.recall.retrieve import Filters, Gathered, fetch_items, gather
@@ -78,6 +80,9 @@ class RecallService:
         self.telemetry = telemetry or Telemetry()
         self.telemetry.bound(self.limits.metric_tenants, self.limits.metric_agents)
         self.usage = UsageLedger(redis)
+        # Query expansion's model (recall.expansion); None: the process's shared one,
+        # loaded on the first recall that expands.
+        self.expander: Expander | None = None
         # Called with each answered recall (the read services set it: the audit record of
         # the read, with the reader and the keys recalled). Must not block.
         self.on_read: Callable[[RecallRequest, RecallReply], None] | None = None
@@ -150,6 +155,8 @@ class RecallService:
             raise RecallError(str(exc)) from exc
         if query_terms and config.speaker_weight > 0.0:
             query_terms += field_terms(query_terms)  # any query word may name a speaker
+        expanded = self._expand(request.query, query_terms, config)
+        query_terms += expanded
         dates = date_range(request.query) if config.date_weight != 1.0 else None
 
         gathered = await gather(
@@ -166,6 +173,7 @@ class RecallService:
             date_range=dates,
             owners_per_call=self.limits.recall_owners_per_call,
             calls_at_once=self.limits.recall_calls_at_once,
+            term_weights=expanded,
         )
         if request.include_archived:
             # The archive tier is in no index: its records are read and analysed here.
@@ -192,12 +200,21 @@ class RecallService:
             strategy,
             neighbours=gathered.neighbours,
             date_range=dates,
+            term_weights=expanded,
         )
 
         items = gathered.items
         # A query whose terms match nothing recalls nothing: recent but unrelated memories
         # would cost tokens and tell the model nothing. An empty query ranks by recency.
         k = request.k if ranking.relevance_mode or not query_terms else 0
+        min_evidence = ranking.config.min_evidence
+        if (
+            k
+            and min_evidence > 0.0
+            and ranking.relevance_mode
+            and evidence(ranking, query_terms, expanded, gathered.stats) < min_evidence
+        ):
+            k = 0  # nothing in scope answers the question (recall.evidence)
         await self._prefetch_references(request, ranking, items, now)
         result = pack(
             ranking, k, request.budget, lambda key: _pack_item(key, items.get(key)), count
@@ -235,6 +252,25 @@ class RecallService:
             baseline_estimated=gathered.baseline_estimated,
             candidates=candidates,
         )
+
+    def _expand(self, query: str, have: list[str], config: RankingConfig) -> dict[str, float]:
+        """The expanded terms of ``query`` (``recall.expansion``) that it does not have
+        already, the strongest ``expansion_max_terms``, each with its weight factor."""
+        if config.expansion_weight <= 0.0 or not have or config.expansion_max_terms <= 0:
+            return {}
+        expander = self.expander if self.expander is not None else shared_expander()
+        extra = expander.expand(
+            query,
+            int(config.expansion_per_word),
+            config.expansion_min_similarity,
+            config.expansion_weight,
+        )
+        known = set(have)
+        ranked = sorted(
+            ((term, factor) for term, factor in extra.items() if term not in known),
+            key=lambda pair: (-pair[1], pair[0]),
+        )
+        return dict(ranked[: int(config.expansion_max_terms)])
 
     async def _prefetch_references(
         self, request: RecallRequest, ranking: Ranking, items: dict[str, Card], now: float
