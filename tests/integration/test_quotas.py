@@ -15,7 +15,7 @@ from zeromem.bus import connect_redis
 from zeromem.limits import Limits
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
-from zeromem.store.keys import RedisKeys
+from zeromem.store.keys import RedisKeys, layout
 
 
 @contextlib.asynccontextmanager
@@ -32,10 +32,13 @@ async def services_with(isolated: Settings, **limits: float) -> AsyncIterator[Se
 async def stored(settings: Settings, tenant: str) -> tuple[int, int]:
     redis = connect_redis(settings)
     try:
-        n, b = await redis.hmget(RedisKeys(tenant).stored(), "n", "b")
+        n = b = 0
+        for piece in layout().pieces:  # one on one Redis; one per shard on a cluster
+            pn, pb = await redis.hmget(RedisKeys(tenant).stored(piece), "n", "b")
+            n, b = n + int(pn or 0), b + int(pb or 0)
     finally:
         await redis.aclose()
-    return int(n or 0), int(b or 0)
+    return n, b
 
 
 async def test_a_tenant_over_its_memory_quota_is_refused_and_others_are_not(

@@ -30,7 +30,8 @@ from nats.js.errors import BucketNotFoundError, NotFoundError
 from redis.asyncio import Redis
 
 from zeromem import naming
-from zeromem.store.keys import EXPIRING_TENANTS_KEY, TENANTS_KEY, RedisKeys
+from zeromem.store.keys import RedisKeys, expiring_tenants_key, layout, tenants_key
+from zeromem.store.pieces import rewrite_append_only_files, scan_keys
 
 _SCAN_COUNT = 1000
 
@@ -62,11 +63,12 @@ async def erase_tenant(nc: NatsClient, redis: Redis, tenant: str) -> Erasure:
     if commands:
         await _record(nc, tenant, commands)
     deleted = 0
-    async for name in redis.scan_iter(match=RedisKeys(tenant).tenant_pattern(), count=_SCAN_COUNT):
+    async for name in scan_keys(redis, RedisKeys(tenant).tenant_pattern(), _SCAN_COUNT):
         deleted += await redis.unlink(name)
-    await redis.srem(TENANTS_KEY, tenant)
-    await redis.srem(EXPIRING_TENANTS_KEY, tenant)
-    await redis.bgrewriteaof()
+    for piece in layout().pieces:  # the sets of tenants, one per shard on a cluster
+        await redis.srem(tenants_key(piece), tenant)
+        await redis.srem(expiring_tenants_key(piece), tenant)
+    await rewrite_append_only_files(redis)
     return Erasure(
         tenant,
         commands,
