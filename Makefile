@@ -31,7 +31,8 @@ run: $(STAMP) ## start NATS, Redis, the workers and the read services (Ctrl-C st
 # tests/integration in `make test-cluster`.
 CLUSTER_SHORT := tests/integration/test_write_path.py tests/integration/test_recall.py \
 	tests/integration/test_browse_queries.py tests/integration/test_lifecycle_forget.py \
-	tests/integration/test_lifecycle_expiry.py tests/integration/test_quotas.py
+	tests/integration/test_lifecycle_expiry.py tests/integration/test_quotas.py \
+	tests/reliability/test_redis_cluster.py
 REDIS_CLUSTER_ENV := ZEROMEM_TEST_REDIS_MASTERS=3
 
 test: $(STAMP) $(NODE_STAMP) ## the whole suite against real servers, then its core on a Redis Cluster (~10 min)

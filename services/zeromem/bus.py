@@ -134,6 +134,11 @@ def redis_options(settings: Settings) -> dict[str, Any]:
 READ_COMMAND_TIMEOUT_S = 5.0
 
 
+def key_layout(settings: Settings) -> Layout:
+    """How the Redis of ``settings`` names its keys (``store.keys.Layout``)."""
+    return Layout(cluster=settings.store.cluster, shards=settings.shards)
+
+
 def connect_redis(settings: Settings, command_timeout_s: float | None = None) -> Redis:
     """The Redis client; ``command_timeout_s`` bounds each command (None: unbounded, for
     the write path, whose scripts and rebuilds may run long). On a Redis Cluster
@@ -142,7 +147,7 @@ def connect_redis(settings: Settings, command_timeout_s: float | None = None) ->
     without transactions, and ``store.pieces`` for the rest); the process names its keys
     in the cluster's layout from now on (``store.keys.use_layout``)."""
     store = settings.store
-    use_layout(Layout(cluster=store.cluster, shards=settings.shards))
+    use_layout(key_layout(settings))
     if store.cluster:
         return cast(
             Redis,

@@ -19,13 +19,13 @@ from pathlib import Path
 
 from zeromem.auth.authority import REDIS_ROLES, Authority
 from zeromem.auth.redis_acl import USERS, acl_file
-from zeromem.bus import connect_nats, connect_redis, provision
+from zeromem.bus import connect_nats, connect_redis, key_layout, provision
 from zeromem.embedded import NatsServer, RedisServer
 from zeromem.embedded.nats_cluster import NatsCluster
 from zeromem.embedded.redis_cluster import RedisClusterNodes
 from zeromem.embedded.stack import settings_for_role
 from zeromem.settings import BusSettings, Settings, WorkerSettings
-from zeromem.store.keys import shard_lease_key
+from zeromem.store.keys import shard_lease_key, use_layout
 
 REPO = Path(__file__).resolve().parents[2]  # where `python -m tests.reliability...` resolves
 
@@ -155,6 +155,7 @@ class Cluster:
     # --- servers -------------------------------------------------------------------------
 
     async def start(self) -> Cluster:
+        use_layout(key_layout(self.settings))  # keys named before any connection (leases)
         self.nats.start()
         self.redis.start()
         # Streams and consumers exist before any process starts, with this scenario's ack

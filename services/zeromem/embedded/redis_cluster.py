@@ -172,6 +172,28 @@ class RedisClusterNodes:
                         return next(j for j, n in enumerate(self.nodes) if n.port == port)
         raise LookupError(f"no running node knows slot {slot}")
 
+    def replica_of(self, master: int) -> int:
+        """The index of a replica following node ``master`` right now."""
+        with self.client(master) as c:
+            role = c.execute_command("ROLE")
+        ports = [int(r[1]) for r in role[2]] if role[0] == b"master" else []
+        for i, node in enumerate(self.nodes):
+            if node.port in ports:
+                return i
+        raise LookupError(f"node {master} has no replica")
+
+    def replication_offset(self, node: int) -> int:
+        """How far into its master's replication stream node ``node`` is (a master: how
+        far it has written)."""
+        with self.client(node) as c:
+            return int(c.info("replication")["master_repl_offset"])
+
+    def cut_replicas(self, master: int) -> None:
+        """Close node ``master``'s connections to its replicas (each will connect again
+        once it can): what the master writes meanwhile does not reach them."""
+        with self.client(master) as c:
+            c.execute_command("CLIENT", "KILL", "TYPE", "replica")
+
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
