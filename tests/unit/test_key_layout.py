@@ -122,3 +122,12 @@ def test_the_shards_spread_evenly_over_masters_that_split_the_slots_evenly() -> 
                 slot = key_slot(cluster.tag(shard).encode())
                 counts[min(slot // per, masters - 1)] += 1
             assert max(counts) - min(counts) <= 1, (shards, masters, counts)
+
+
+def test_a_cluster_is_named_by_the_setting_or_by_the_urls_scheme() -> None:
+    from zeromem.settings import StoreSettings
+
+    assert not StoreSettings(redis_url="redis://h:6379/0").cluster
+    assert StoreSettings(redis_url="redis://h:6379/0", redis_cluster=True).cluster
+    tls = StoreSettings(redis_url="rediss+cluster://u:p@h:6379/0")
+    assert tls.cluster and tls.server_url == "rediss://u:p@h:6379/0"
