@@ -30,6 +30,7 @@ run: $(STAMP) ## start NATS, Redis, the workers and the read services (Ctrl-C st
 # run again on a 3-master cluster: the short version in `make test`, all of
 # tests/integration in `make test-cluster`.
 CLUSTER_SHORT := tests/integration/test_write_path.py tests/integration/test_recall.py \
+	tests/integration/test_fan_out.py \
 	tests/integration/test_browse_queries.py tests/integration/test_lifecycle_forget.py \
 	tests/integration/test_lifecycle_expiry.py tests/integration/test_quotas.py \
 	tests/reliability/test_redis_cluster.py
