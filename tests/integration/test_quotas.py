@@ -80,9 +80,9 @@ async def test_stored_totals_follow_every_write_delete_forget_and_expiry(
             assert (await stored(settings, "acme"))[1] > size + 800
             big = await client.put("user:u2:c", "z" * 5000, wait="applied")
             assert big.status == "rejected" and "tenant_bytes" in big.reason
-            await client.put("user:u3:t", 1, ttl=0.3, wait="applied")
+            await client.put("user:u3:t", 1, ttl=1.5, wait="applied")
             assert (await stored(settings, "acme"))[0] == 3
-            await asyncio.sleep(1.0)  # the reaper takes it
+            await asyncio.sleep(2.0)  # the reaper takes it
             await client.delete("user:u1:b", wait="applied")
             await client.forget("user:u1", wait="applied")
             assert await stored(settings, "acme") == (0, 0)

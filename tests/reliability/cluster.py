@@ -115,8 +115,11 @@ class Cluster:
     nats_nodes: int = 1
     shards: int = TIMINGS.shards
     # 0: one Redis; more: a Redis Cluster of that many masters, each with ``redis_replicas``
-    # replicas (embedded.redis_cluster)
-    redis_masters: int = 0
+    # replicas (embedded.redis_cluster). By default what the test run uses
+    # (ZEROMEM_TEST_REDIS_MASTERS, tests/conftest.py): a process names keys one way.
+    redis_masters: int = field(
+        default_factory=lambda: int(os.environ.get("ZEROMEM_TEST_REDIS_MASTERS") or 0)
+    )
     redis_replicas: int = 0
     settings: Settings = field(init=False)
     nats: NatsServer | NatsCluster = field(init=False)
