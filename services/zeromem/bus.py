@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from nats.aio.client import Client as NatsClient
 from nats.errors import TimeoutError as NatsTimeoutError
@@ -28,9 +28,11 @@ from nats.js.api import (
 )
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from zeromem import naming
 from zeromem.settings import Settings
+from zeromem.store.keys import Layout, use_layout
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +119,7 @@ def redis_options(settings: Settings) -> dict[str, Any]:
         options["username"] = settings.store.redis_username
     if settings.store.redis_password:
         options["password"] = settings.store.redis_password
-    if settings.store.redis_url.startswith("rediss://"):  # TLS is chosen by the URL's scheme
+    if settings.store.server_url.startswith("rediss://"):  # TLS is chosen by the URL's scheme
         options["ssl_ca_certs"] = settings.store.redis_tls_ca or None
         options["ssl_certfile"] = settings.store.redis_tls_cert or None
         options["ssl_keyfile"] = settings.store.redis_tls_key or None
@@ -132,11 +134,34 @@ def redis_options(settings: Settings) -> dict[str, Any]:
 READ_COMMAND_TIMEOUT_S = 5.0
 
 
+def key_layout(settings: Settings) -> Layout:
+    """How the Redis of ``settings`` names its keys (``store.keys.Layout``)."""
+    return Layout(cluster=settings.store.cluster, shards=settings.shards)
+
+
 def connect_redis(settings: Settings, command_timeout_s: float | None = None) -> Redis:
     """The Redis client; ``command_timeout_s`` bounds each command (None: unbounded, for
-    the write path, whose scripts and rebuilds may run long)."""
+    the write path, whose scripts and rebuilds may run long). On a Redis Cluster
+    (``StoreSettings.cluster``) redis-py's cluster client, typed as ``Redis``: zeromem
+    calls only what both answer alike (single-slot commands and scripts, pipelines
+    without transactions, and ``store.pieces`` for the rest); the process names its keys
+    in the cluster's layout from now on (``store.keys.use_layout``)."""
+    store = settings.store
+    use_layout(key_layout(settings))
+    if store.cluster:
+        return cast(
+            Redis,
+            RedisCluster.from_url(
+                store.server_url,
+                decode_responses=False,
+                health_check_interval=10,
+                socket_timeout=command_timeout_s,
+                socket_connect_timeout=command_timeout_s,
+                **redis_options(settings),
+            ),
+        )
     return Redis.from_url(
-        settings.store.redis_url,
+        store.server_url,
         decode_responses=False,
         health_check_interval=10,
         socket_timeout=command_timeout_s,

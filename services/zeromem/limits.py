@@ -102,6 +102,11 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # tags and the rest). A put over either is rejected; deletes always pass.
     tenant_memories: int = 10_000_000
     tenant_bytes: int = 8 * 1024**3
+    # On a Redis Cluster a tenant's stored totals are kept per shard, and a worker checks
+    # its shard's piece exactly and the others' as read at most this long ago (read again
+    # when the total reaches the quota): a quota can be passed by what the tenant stored
+    # on its other shards within this time.
+    quota_totals_max_age_s: float = 1.0
 
     # --- read requests, checked by the read services at admission -----------------------
     # Owners one recall may search (a recall's cost grows with them: measured on this

@@ -101,8 +101,23 @@ class StoreSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     redis_tls_ca: str = ""  # for rediss:// URLs
     redis_tls_cert: str = ""
     redis_tls_key: str = ""
+    # A Redis Cluster (or Valkey cluster) instead of one server: ``redis_url`` names any
+    # node (``redis+cluster://`` says so too; ``rediss+cluster://`` with TLS), keys carry
+    # their shard's hash tag (``store.keys.Layout``) and the shard count is fixed.
+    redis_cluster: bool = False
     result_ttl_s: int = 7 * 24 * 3600  # how long a command's result answers redeliveries
     tombstone_ttl_s: int = 7 * 24 * 3600
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the Redis named is a cluster (the setting, or the URL's scheme)."""
+        return self.redis_cluster or self.redis_url.split("://", 1)[0].endswith("+cluster")
+
+    @property
+    def server_url(self) -> str:
+        """``redis_url`` as redis-py takes it (``redis+cluster://`` is ``redis://``)."""
+        scheme, sep, rest = self.redis_url.partition("://")
+        return scheme.removesuffix("+cluster") + sep + rest
 
 
 class WorkerSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -9,6 +9,7 @@ import time
 from tests.eventually import eventually
 from zeromem.bus import connect_redis
 from zeromem.lifecycle.snapshot import snapshot
+from zeromem.schemas import owner_of
 from zeromem.sdk import MemoryClient
 from zeromem.store.keys import RedisKeys
 
@@ -83,7 +84,7 @@ async def test_an_expired_memory_leaves_no_trace_in_any_index(
 
 async def _gone(redis, keys: RedisKeys, key: str) -> bool:  # type: ignore[no-untyped-def]
     return (
-        await redis.zscore(keys.expiring(), key) is None
+        await redis.zscore(keys.expiring(keys.shard_of(owner_of(key))), key) is None
         and await redis.hget(keys.item(key), "d") == b""
     )
 

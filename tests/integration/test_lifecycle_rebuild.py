@@ -207,7 +207,8 @@ async def test_rebuild_after_a_flush_reproduces_redis_exactly(isolated) -> None:
             await client.flush()
         await rebuild(settings, nc=nc, redis=redis)
         rebuilt = await snapshot(redis)
-        results = [k async for k in redis.scan_iter(match="zm:rb-one:c:*", count=5000)]
+        pattern = RedisKeys("rb-one").command_pattern()
+        results = [k async for k in redis.scan_iter(match=pattern, count=5000)]
         await redis.delete(*results)  # as if their time to live had passed
         services = await ServiceSet.start(settings)
         restarted = services.workers[0].stats

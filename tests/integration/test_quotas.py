@@ -15,7 +15,7 @@ from zeromem.bus import connect_redis
 from zeromem.limits import Limits
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
-from zeromem.store.keys import RedisKeys
+from zeromem.store.keys import RedisKeys, layout
 
 
 @contextlib.asynccontextmanager
@@ -32,10 +32,13 @@ async def services_with(isolated: Settings, **limits: float) -> AsyncIterator[Se
 async def stored(settings: Settings, tenant: str) -> tuple[int, int]:
     redis = connect_redis(settings)
     try:
-        n, b = await redis.hmget(RedisKeys(tenant).stored(), "n", "b")
+        n = b = 0
+        for piece in layout().pieces:  # one on one Redis; one per shard on a cluster
+            pn, pb = await redis.hmget(RedisKeys(tenant).stored(piece), "n", "b")
+            n, b = n + int(pn or 0), b + int(pb or 0)
     finally:
         await redis.aclose()
-    return int(n or 0), int(b or 0)
+    return n, b
 
 
 async def test_a_tenant_over_its_memory_quota_is_refused_and_others_are_not(
@@ -77,9 +80,9 @@ async def test_stored_totals_follow_every_write_delete_forget_and_expiry(
             assert (await stored(settings, "acme"))[1] > size + 800
             big = await client.put("user:u2:c", "z" * 5000, wait="applied")
             assert big.status == "rejected" and "tenant_bytes" in big.reason
-            await client.put("user:u3:t", 1, ttl=0.3, wait="applied")
+            await client.put("user:u3:t", 1, ttl=1.5, wait="applied")
             assert (await stored(settings, "acme"))[0] == 3
-            await asyncio.sleep(1.0)  # the reaper takes it
+            await asyncio.sleep(2.0)  # the reaper takes it
             await client.delete("user:u1:b", wait="applied")
             await client.forget("user:u1", wait="applied")
             assert await stored(settings, "acme") == (0, 0)

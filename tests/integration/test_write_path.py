@@ -88,17 +88,19 @@ async def test_ttl_expires_and_leaves_no_index_entry(client: MemoryClient, runni
     await asyncio.sleep(0.6)
     assert await client.get("session:s9:scratch") is None  # invisible at once
     keys = RedisKeys(client.tenant)
+    owner = "session:s9"
+    piece = keys.shard_of(owner)
     redis = connect_redis(running)
     try:
         # the reaper runs every 0.2 s in the tests
         await eventually(
-            lambda: redis.zscore(keys.keys(), "session:s9:scratch"), lambda score: score is None
+            lambda: redis.zscore(keys.keys(piece), "session:s9:scratch"),
+            lambda score: score is None,
         )
-        owner = "session:s9"
-        assert await redis.zscore(keys.keys(), "session:s9:scratch") is None
+        assert await redis.zscore(keys.keys(piece), "session:s9:scratch") is None
         assert await redis.zscore(keys.by_time(owner), "session:s9:scratch") is None
         assert not await redis.sismember(keys.by_tag(owner, "tmp"), "session:s9:scratch")
-        assert await redis.zscore(keys.expiring(), "session:s9:scratch") is None
+        assert await redis.zscore(keys.expiring(piece), "session:s9:scratch") is None
         assert await redis.zscore(keys.by_term(owner, "scratch"), "session:s9:scratch") is None
         assert await redis.hget(keys.owner_stats(owner), "n") == b"1"
     finally:

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zeromem.auth.authority import REDIS_ROLES, Authority
-from zeromem.auth.redis_acl import acl_file
-from zeromem.bus import connect_nats, connect_redis, provision
+from zeromem.auth.redis_acl import USERS, acl_file
+from zeromem.bus import connect_nats, connect_redis, key_layout, provision
 from zeromem.embedded import NatsServer, RedisServer
 from zeromem.embedded.nats_cluster import NatsCluster
+from zeromem.embedded.redis_cluster import RedisClusterNodes
 from zeromem.embedded.stack import settings_for_role
 from zeromem.settings import BusSettings, Settings, WorkerSettings
-from zeromem.store.keys import shard_lease_key
+from zeromem.store.keys import shard_lease_key, use_layout
 
 REPO = Path(__file__).resolve().parents[2]  # where `python -m tests.reliability...` resolves
 
@@ -113,9 +114,16 @@ class Cluster:
     # 1: one nats-server; 3: a JetStream cluster, every stream with three replicas
     nats_nodes: int = 1
     shards: int = TIMINGS.shards
+    # 0: one Redis; more: a Redis Cluster of that many masters, each with ``redis_replicas``
+    # replicas (embedded.redis_cluster). By default what the test run uses
+    # (ZEROMEM_TEST_REDIS_MASTERS, tests/conftest.py): a process names keys one way.
+    redis_masters: int = field(
+        default_factory=lambda: int(os.environ.get("ZEROMEM_TEST_REDIS_MASTERS") or 0)
+    )
+    redis_replicas: int = 0
     settings: Settings = field(init=False)
     nats: NatsServer | NatsCluster = field(init=False)
-    redis: RedisServer = field(init=False)
+    redis: RedisServer | RedisClusterNodes = field(init=False)
     processes: list[ServiceProcess] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -126,8 +134,17 @@ class Cluster:
             if self.nats_nodes == 1
             else NatsCluster(self.root / "nats", self.nats_nodes, authority=authority)
         )
-        self.redis = RedisServer(
-            self.root / "redis", acl=acl_file({r: authority.redis_password(r) for r in REDIS_ROLES})
+        acl = acl_file({r: authority.redis_password(r) for r in REDIS_ROLES})
+        self.redis = (
+            RedisClusterNodes(
+                self.root / "redis-cluster",
+                masters=self.redis_masters,
+                replicas=self.redis_replicas,
+                acl=acl,
+                admin=(USERS["admin"], authority.redis_password("admin")),
+            )
+            if self.redis_masters
+            else RedisServer(self.root / "redis", acl=acl)
         )
         plain = TIMINGS.with_(
             bus={"nats_url": self.nats.url, "stream_replicas": min(3, self.nats_nodes)},
@@ -141,6 +158,7 @@ class Cluster:
     # --- servers -------------------------------------------------------------------------
 
     async def start(self) -> Cluster:
+        use_layout(key_layout(self.settings))  # keys named before any connection (leases)
         self.nats.start()
         self.redis.start()
         # Streams and consumers exist before any process starts, with this scenario's ack
@@ -252,6 +270,7 @@ class Cluster:
 
     def restart_redis(self) -> None:
         """SIGKILL, then start again on the same port and append-only file."""
+        assert isinstance(self.redis, RedisServer)
         self.redis.kill()
         self.redis.start()
 

@@ -54,6 +54,7 @@ from zeromem.schemas import (
     decode,
     decode_command,
     decode_result,
+    owner_of,
     split_batch,
 )
 from zeromem.sdk import MemoryClient
@@ -63,6 +64,7 @@ from zeromem.sdk.errors import (
     WaitTimeoutError,
 )
 from zeromem.store.keys import RedisKeys
+from zeromem.store.pieces import get_many
 
 _ITEM = msgspec.msgpack.Decoder(MemoryItem)
 
@@ -403,6 +405,7 @@ async def check(
     # 1. Everything acknowledged is in the log, once per command id (JetStream's dedupe),
     #    and each agent's commands sit in the log in the order the agent sent them.
     in_log: dict[str, tuple[int, int]] = {}
+    piece_of: dict[str, int] = {}  # a command's shard: its result's slot on a cluster
     for seq, command in log:
         if command.id in in_log:
             report.problem(
@@ -412,6 +415,7 @@ async def check(
             )
             continue
         in_log[command.id] = seq
+        piece_of[command.id] = rkeys.shard_of(owner_of(command.key))
     last_seq: dict[tuple[str, str], tuple[int, tuple[int, int]]] = {}
     for op in history.ops:
         report.acknowledged += op.acknowledged
@@ -450,7 +454,7 @@ async def check(
     while missing:
         for start in range(0, len(missing), 2000):
             chunk = missing[start : start + 2000]
-            raws = await redis.mget([rkeys.command(cid) for cid in chunk])
+            raws = await get_many(redis, [rkeys.command(cid, piece_of[cid]) for cid in chunk])
             for cid, raw in zip(chunk, raws, strict=True):
                 stored[cid] = decode_result(raw) if raw else None
         missing = [cid for cid in missing if stored[cid] is None]

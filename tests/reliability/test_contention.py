@@ -10,9 +10,10 @@ import time
 from tests.reliability.cluster import Cluster, scale
 from tests.reliability.history import History, Report, cas_increment, summarize, wait_idle
 from zeromem.bus import connect_nats, connect_redis
-from zeromem.schemas import Applied, decode_result
+from zeromem.schemas import Applied, decode_result, owner_of
 from zeromem.sdk import MemoryClient
 from zeromem.store.keys import RedisKeys
+from zeromem.store.pieces import get_many
 
 AGENTS = 32
 
@@ -57,10 +58,12 @@ async def test_32_agents_compare_and_set_one_counter(cluster: Cluster, tenant: s
         await wait_idle(nc, cluster.settings.shards)
         # Each attempt's stored result: exactly `expected` of them were applied.
         ids = [op.command.id for op in history.ops]
+        piece = RedisKeys(tenant).shard_of(owner_of(key))
         applied = 0
         for start in range(0, len(ids), 5000):
-            raws = await redis.mget(
-                [RedisKeys(tenant).command(c) for c in ids[start : start + 5000]]
+            raws = await get_many(
+                redis,
+                [RedisKeys(tenant).command(c, piece) for c in ids[start : start + 5000]],
             )
             applied += sum(1 for r in raws if r and isinstance(decode_result(r), Applied))
         version = int(await redis.hget(RedisKeys(tenant).item(key), "v") or 0)

@@ -55,14 +55,14 @@ class FakeStore:
         state = self.states.get(ident, KeyState())
         return replace(state)  # the applier's engine changes what it is given
 
-    async def read_with_totals(self, keys, command_ids, tenants):  # type: ignore[no-untyped-def]
+    async def read_with_totals(self, keys, command_ids, tenants, **_):  # type: ignore[no-untyped-def]
         totals = {
             t: [sum(1 for (tt, _), s in self.states.items() if tt == t and s.item), 0]
             for t in tenants
         }
         return [self._state(k) for k in keys], [self.results.get(c) for c in command_ids], totals
 
-    async def read(self, keys, command_ids):  # type: ignore[no-untyped-def]
+    async def read(self, keys, command_ids, **_):  # type: ignore[no-untyped-def]
         states, done, _ = await self.read_with_totals(keys, command_ids, ())
         return states, done
 

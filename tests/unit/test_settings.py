@@ -241,7 +241,7 @@ def test_settings_are_built_from_the_environment_only_at_entry_points() -> None:
 # the manifests themselves, or written for Redis' own configuration.
 NOT_SETTINGS = re.compile(
     r"ZEROMEM_(REDIS_PASSWORD_\w*|WORKER_INDEX|WORKER_COUNT|RELIABILITY|BROWSER_TESTS"
-    r"|CHROMIUM|ARTIFACTS)$"
+    r"|CHROMIUM|ARTIFACTS|TEST_REDIS_MASTERS)$"
 )
 
 

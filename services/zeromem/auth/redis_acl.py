@@ -6,6 +6,10 @@
 - ``zm-reader``: read zeromem's keys; write only recall's usage ledger
   (``zm:*:usage:*``). Its token-count cache on a memory is refused and skipped.
 - ``zm-admin``: everything (``zeromem rebuild`` clears and rewrites a tenant).
+- All but the admin may also ask a Redis Cluster for its map of slots (``CLUSTER SLOTS``,
+  ``SHARDS``, ``NODES``, ``INFO``, ``MYID``: what redis-py's cluster client reads on
+  connecting and after a failover). The same users are on every node of a cluster
+  (``embedded.redis_cluster`` gives each node the same ACL file).
 - ``default``: nobody can log in as it (its password is random and never kept), yet it
   holds every permission. Redis and Valkey replay the append-only file as ``default``,
   and re-check its permissions on every EXEC they replay (redis/redis#14541,
@@ -27,6 +31,10 @@ from urllib.parse import quote, urlparse, urlunparse
 from zeromem.store.keys import REDIS_KEY_PATTERN, REDIS_USAGE_PATTERN
 
 USERS = {"worker": "zm-worker", "reader": "zm-reader", "admin": "zm-admin"}
+# What a cluster client reads of the cluster's shape (after -@dangerous, which holds them).
+_CLUSTER_MAP = (
+    " +cluster|slots +cluster|shards +cluster|nodes +cluster|info +cluster|myid +readonly"
+)
 
 
 def acl_rules(role: str) -> str:
@@ -36,14 +44,14 @@ def acl_rules(role: str) -> str:
     if role == "worker":
         return (
             f"resetkeys ~{everything} resetchannels -@all +@read +@write +@scripting "
-            "+@connection +@transaction +time -@dangerous"
+            "+@connection +@transaction +time -@dangerous" + _CLUSTER_MAP
         )
     if role == "reader":
         # %R~: read-only keys; the ledger's keys are read-write.
         return (
             f"resetkeys %R~{everything} ~{REDIS_USAGE_PATTERN} resetchannels "
             "-@all +@read +@scripting +@connection +@transaction +hincrby +expire "
-            "-@dangerous"
+            "-@dangerous" + _CLUSTER_MAP
         )
     raise ValueError(f"unknown Redis role {role!r}")
 

@@ -35,6 +35,7 @@ from zeromem.embedded.children import die_with_parent
 from zeromem.embedded.stack import StackLockedError, local_master_key, settings_for_role
 from zeromem.settings import Settings, child_environment
 from zeromem.store.keys import shard_lease_key
+from zeromem.store.pieces import get_many
 
 # How long `up` waits for its children to hold every shard and answer reads. On this
 # 2-core machine they import and connect in 2-4 s; a loaded one may take several times that.
@@ -75,7 +76,7 @@ async def _ready(settings: Settings, children: list[subprocess.Popen[bytes]], st
                 return ""
             if any(child.poll() is not None for child in children):
                 return "a child process exited"
-            held = sum(1 for holder in await redis.mget(leases) if holder)
+            held = sum(1 for holder in await get_many(redis, leases) if holder)
             answered = 0
             for subject in probes:
                 try:

@@ -312,9 +312,16 @@ class RedisServer(EmbeddedServer):
 
     name = "redis"
 
-    def __init__(self, data_dir: Path, port: int | None = None, acl: str = "") -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        acl: str = "",
+        extra: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(data_dir, port)
         self.acl = acl
+        self.extra = extra  # more arguments (a cluster node's: ``embedded.redis_cluster``)
 
     @property
     def url(self) -> str:
@@ -347,6 +354,7 @@ class RedisServer(EmbeddedServer):
             "--protected-mode",
             "no",
             *self._acl_arguments(),
+            *self.extra,
         ]
 
     def _acl_arguments(self) -> list[str]:

@@ -56,7 +56,8 @@ _COPY_FILE = "copy.rdb"
 
 
 class SnapshotRefusedError(RuntimeError):
-    """Redis is configured so that a snapshot would leave a copy on its own disk."""
+    """Redis is configured so that a snapshot would leave a copy on its own disk, or is a
+    cluster (not built yet)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +159,14 @@ async def _next_command(js: JetStreamContext, after: int, subject: str) -> int |
 async def take_snapshot(
     settings: Settings, *, nc: NatsClient | None = None, redis: Redis | None = None
 ) -> SnapshotReport:
+    if settings.store.cluster:
+        # Each master would need a copy of its own, with its own shards' positions
+        # (docs/retention.md); a copy of one node would silently miss the others' keys.
+        raise SnapshotRefusedError(
+            "snapshots of a Redis Cluster are not built yet (one copy per master would be "
+            "needed); rebuild a cluster from the whole command log (zeromem rebuild "
+            "--whole-log)"
+        )
     started = time.perf_counter()
     own_nc, own_redis = nc is None, redis is None
     nc = nc or await connect_nats(settings, name="zeromem-snapshot")

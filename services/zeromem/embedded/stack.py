@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from zeromem.embedded.redis_cluster import RedisClusterNodes
 from zeromem.embedded.servers import (
     JETSTREAM_CIPHER,
     NatsServer,
@@ -124,9 +125,13 @@ class EmbeddedStack:
         secure: bool = True,
         authority: Any = None,
         encrypt: bool = True,
+        redis_masters: int = 0,
+        redis_replicas: int = 0,
     ) -> None:
+        """``redis_masters``: a Redis Cluster of that many masters (each with
+        ``redis_replicas`` replicas) instead of one Redis (0, the default)."""
         from zeromem.auth.authority import REDIS_ROLES, Authority
-        from zeromem.auth.redis_acl import acl_file
+        from zeromem.auth.redis_acl import USERS, acl_file
 
         self.data_dir = Path(data_dir).resolve()
         self.authority = None
@@ -149,8 +154,23 @@ class EmbeddedStack:
         # Encryption at rest: JetStream's cipher above, and the master key the services
         # wrap the owners' data keys with (``settings_for``; generated on first use).
         self.encrypt = encrypt
+        self.redis_cluster = (
+            RedisClusterNodes(
+                self.data_dir / "redis-cluster",
+                masters=redis_masters,
+                replicas=redis_replicas,
+                acl=acl,
+                admin=None
+                if self.authority is None
+                else (USERS["admin"], self.authority.redis_password("admin")),
+            )
+            if redis_masters and not redis_url
+            else None
+        )
         self.redis = (
-            None if redis_url else RedisServer(self.data_dir / "redis", redis_port, acl=acl)
+            None
+            if redis_url or self.redis_cluster
+            else RedisServer(self.data_dir / "redis", redis_port, acl=acl)
         )
         self._nats_url = nats_url
         self._redis_url = redis_url
@@ -162,6 +182,8 @@ class EmbeddedStack:
 
     @property
     def redis_url(self) -> str:
+        if self.redis_cluster is not None:
+            return self.redis_cluster.url
         return self.redis.url if self.redis else self._redis_url
 
     def start(self) -> EmbeddedStack:
@@ -171,6 +193,8 @@ class EmbeddedStack:
                 self.nats.start()
             if self.redis:
                 self.redis.start()
+            if self.redis_cluster is not None:
+                self.redis_cluster.start()
         except BaseException:
             self.stop()
             raise
@@ -189,6 +213,8 @@ class EmbeddedStack:
         return settings_for_role(settings, self.authority, role)
 
     def stop(self) -> None:
+        if self.redis_cluster is not None:
+            self.redis_cluster.stop()
         for server in (self.redis, self.nats):
             if server is not None:
                 server.stop()

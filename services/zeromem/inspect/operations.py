@@ -20,7 +20,8 @@ from zeromem.bus import shard_backlogs
 from zeromem.inspect.tail import StreamTail
 from zeromem.lifecycle.redact import Redactor
 from zeromem.schemas import DeadLetter, decode
-from zeromem.store.keys import TENANTS_KEY, shard_lease_key, shard_sequence_key
+from zeromem.store.keys import layout, shard_lease_key, shard_sequence_key, tenants_key
+from zeromem.store.pieces import members_of_pieces
 
 RAW_PREVIEW_CHARS = 300  # of a dead letter's raw bytes, shown (redacted) next to its reason
 
@@ -28,7 +29,14 @@ RAW_PREVIEW_CHARS = 300  # of a dead letter's raw bytes, shown (redacted) next t
 async def tenants_page(redis: Redis, cursor: str, limit: int) -> dict[str, Any]:
     """A page of the tenants the workers have seen (an SSCAN page: unordered, and its size
     only about ``limit``; the page sorts what it got)."""
-    position, found = await redis.sscan(TENANTS_KEY, int(cursor or 0), count=limit)
+    if layout().cluster:
+        # A set per shard: the union, sorted, paged by the last name of the previous page.
+        every = sorted(t for t in await members_of_pieces(redis, tenants_key) if t > cursor)
+        return {
+            "tenants": every[:limit],
+            "next_cursor": every[limit - 1] if len(every) > limit else "",
+        }
+    position, found = await redis.sscan(tenants_key(0), int(cursor or 0), count=limit)
     return {
         "tenants": sorted(t.decode() if isinstance(t, bytes) else t for t in found),
         "next_cursor": str(position) if position else "",
@@ -46,14 +54,16 @@ async def shards(nc: NatsClient, redis: Redis | None, count: int) -> dict[str, A
     lease, and the last command-stream sequence Redis holds as applied."""
     backlogs = await shard_backlogs(nc.jetstream(), count)
     leases: list[Any] = [None, -2] * count
-    applied: dict[bytes, bytes] = {}
+    applied: list[Any] = [None] * count
     if redis is not None:
         async with redis.pipeline(transaction=False) as pipe:
             for shard in range(count):
                 pipe.get(shard_lease_key(shard))
                 pipe.pttl(shard_lease_key(shard))
-            pipe.hgetall(shard_sequence_key())
-            *leases, applied = await pipe.execute()
+            for shard in range(count):
+                pipe.hget(shard_sequence_key(shard), str(shard))
+            replies = await pipe.execute()
+        leases, applied = replies[: 2 * count], replies[2 * count :]
     rows: list[dict[str, Any]] = []
     for shard in range(count):
         token, ttl_ms = leases[2 * shard], leases[2 * shard + 1]
@@ -63,7 +73,7 @@ async def shards(nc: NatsClient, redis: Redis | None, count: int) -> dict[str, A
                 "backlog": backlogs.get(shard),
                 "holder": holder_name(token),
                 "lease_ms": ttl_ms if ttl_ms and ttl_ms > 0 else 0,
-                "applied_seq": int(applied.get(str(shard).encode(), 0)),
+                "applied_seq": int(applied[shard] or 0),
             }
         )
     holders: dict[str, list[int]] = {}

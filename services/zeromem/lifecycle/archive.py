@@ -20,8 +20,8 @@ from zeromem.ids import new_command_id
 from zeromem.schemas import Archive, encode
 from zeromem.settings import Settings
 from zeromem.store import scripts
-from zeromem.store.keys import TENANTS_KEY, RedisKeys
-from zeromem.store.replies import as_text
+from zeromem.store.keys import RedisKeys, tenants_key
+from zeromem.store.pieces import members_of_pieces
 
 ARCHIVER_AGENT = "zeromem-archiver"
 
@@ -32,11 +32,26 @@ async def owners_to_archive(
     """The tenant's owners (starting with ``prefix``, e.g. ``task:``) holding memories
     last updated before ``cutoff``."""
     keys = RedisKeys(tenant)
-    template = keys.by_time("%OWNER%")
+    if not keys.layout.cluster:
+        async for owner in _owners_in_piece(redis, keys, 0, cutoff, prefix, page):
+            yield owner
+        return
+    # A cluster: every shard's piece, merged in key order as one piece gives them.
+    found = []
+    for piece in keys.layout.pieces:
+        found += [o async for o in _owners_in_piece(redis, keys, piece, cutoff, prefix, page)]
+    for owner in sorted(found, key=lambda o: o + ":"):
+        yield owner
+
+
+async def _owners_in_piece(
+    redis: Redis, keys: RedisKeys, piece: int, cutoff: float, prefix: str, page: int
+) -> AsyncIterator[str]:
+    template = keys.by_time_pattern(piece)
     start = "[" + prefix if prefix else "-"
     while True:
         reply = await scripts.ARCHIVE_OWNERS(
-            redis, [keys.keys()], [template, start, repr(cutoff), page]
+            redis, [keys.keys(piece)], [template, start, repr(cutoff), page]
         )
         nxt = reply[0].decode()
         for owner in reply[1:]:
@@ -94,7 +109,7 @@ async def schedule_archive(
     """Publish an archive command for every owner (of ``shards`` only, when given) with
     memories older than ``cutoff``; the number published."""
     if tenants is None:
-        tenants = sorted(as_text(t) for t in await redis.smembers(TENANTS_KEY))
+        tenants = sorted(await members_of_pieces(redis, tenants_key))
     sent = 0
     for tenant in tenants:
         async for owner in owners_to_archive(redis, tenant, cutoff):

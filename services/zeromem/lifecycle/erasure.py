@@ -38,7 +38,8 @@ from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.lifecycle import snapshot_store
-from zeromem.store.keys import EXPIRING_TENANTS_KEY, TENANTS_KEY, RedisKeys
+from zeromem.store.keys import RedisKeys, expiring_tenants_key, layout, tenants_key
+from zeromem.store.pieces import rewrite_append_only_files, scan_keys
 
 _SCAN_COUNT = 1000
 
@@ -54,9 +55,10 @@ class Erasure:
     snapshots: int = 0  # stored snapshots rewritten without the tenant
 
 
-# The sets that name tenants (not under a tenant's own prefix): an erasure takes the
-# tenant out of them, in Redis and in every snapshot.
-TENANT_SETS = (TENANTS_KEY, EXPIRING_TENANTS_KEY)
+def tenant_sets() -> list[str]:
+    """The sets that name tenants (not under a tenant's own prefix; one piece per shard on
+    a cluster): an erasure takes the tenant out of them, in Redis and in every snapshot."""
+    return [name(p) for p in layout().pieces for name in (tenants_key, expiring_tenants_key)]
 
 
 async def erase_tenant(nc: NatsClient, redis: Redis, tenant: str) -> Erasure:
@@ -76,10 +78,11 @@ async def erase_tenant(nc: NatsClient, redis: Redis, tenant: str) -> Erasure:
     if commands:
         await _record(nc, tenant, commands)
     deleted = 0
-    async for name in redis.scan_iter(match=RedisKeys(tenant).tenant_pattern(), count=_SCAN_COUNT):
+    async for name in scan_keys(redis, RedisKeys(tenant).tenant_pattern(), _SCAN_COUNT):
         deleted += await redis.unlink(name)
-    for name in TENANT_SETS:
-        await redis.srem(name, tenant)
+    sets = tenant_sets()
+    for set_name in sets:
+        await redis.srem(set_name, tenant)
     prefix = RedisKeys(tenant).tenant_pattern().rstrip("*")
     work = Path(tempfile.mkdtemp(prefix="zeromem-erase-"))
     try:
@@ -88,11 +91,11 @@ async def erase_tenant(nc: NatsClient, redis: Redis, tenant: str) -> Erasure:
             redis,
             work,
             keep=lambda name: not name.startswith(prefix),
-            drop_members={name: tenant.encode() for name in TENANT_SETS},
+            drop_members={name: tenant.encode() for name in sets},
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    await redis.bgrewriteaof()
+    await rewrite_append_only_files(redis)
     return Erasure(
         tenant,
         commands,

@@ -20,19 +20,22 @@ from zeromem.lifecycle.vault import Vault
 from zeromem.store.keys import (
     ARCHIVE_SEAL,
     derived_from_log,
+    layout,
     scope_pattern,
     shard_sequence_key,
 )
+from zeromem.store.pieces import scan_keys
 
 
 async def snapshot(
     redis: Redis, tenant: str | None = None, vault: Vault | None = None
 ) -> dict[str, Any]:
     pattern = scope_pattern(tenant)
-    names = sorted({raw async for raw in redis.scan_iter(match=pattern, count=5000)})
+    names: list[Any] = sorted({raw async for raw in scan_keys(redis, pattern, 5000)})
     names = [n for n in names if derived_from_log(n.decode())]
     if tenant is None:
-        names += [k.encode() for k in (shard_sequence_key(),) if await redis.exists(k)]
+        positions = sorted({shard_sequence_key(p) for p in layout().pieces})
+        names += [k.encode() for k in positions if await redis.exists(k)]
     out: dict[str, Any] = {}
     for start in range(0, len(names), 1000):
         chunk = names[start : start + 1000]

@@ -308,7 +308,10 @@ async def shredded_since(
 
 async def applied_positions(redis: Redis, shards: int) -> dict[int, int]:
     """Each shard's last applied stream sequence in ``redis`` (0: none yet)."""
-    values = await redis.hmget(shard_sequence_key(), [str(s) for s in range(shards)])
+    async with redis.pipeline(transaction=False) as pipe:
+        for shard in range(shards):  # one hash on one Redis, one per shard on a cluster
+            pipe.hget(shard_sequence_key(shard), str(shard))
+        values = await pipe.execute()
     return {s: int(v or 0) for s, v in zip(range(shards), values, strict=True)}
 
 

@@ -46,16 +46,24 @@ class OwnerBrowser:
         keys = RedisKeys(tenant)
         start = b"[" + (cursor + _AFTER_OWNER if cursor else prefix).encode()
         end = b"[" + prefix.encode() + b"\xff" if prefix else b"+"
-        flat = await scripts.OWNERS(self.redis, [keys.keys()], [start, end, limit])
-        more, pairs = flat[0], flat[1:]
-        names = [pairs[i].decode() for i in range(0, len(pairs), 2)]
+        # On a cluster each piece holds its shard's owners: each piece's page, merged by
+        # name (an owner lives in one piece only).
+        found: list[tuple[str, int]] = []
+        more = 0
+        for piece in keys.layout.pieces:
+            flat = await scripts.OWNERS(self.redis, [keys.keys(piece)], [start, end, limit])
+            more |= int(flat[0])
+            found += [(flat[i].decode(), int(flat[i + 1])) for i in range(1, len(flat), 2)]
+        found.sort(key=lambda pair: pair[0] + ":")  # key order, as one piece lists them
+        more = int(more or len(found) > limit)
+        found = found[:limit]
+        names = [owner for owner, _ in found]
         async with self.redis.pipeline(transaction=False) as pipe:
             for owner in names:
                 pipe.hlen(keys.archive(owner))
             archived = await pipe.execute()
         owners = tuple(
-            OwnerSummary(owner, int(pairs[2 * i + 1]), int(archived[i]))
-            for i, owner in enumerate(names)
+            OwnerSummary(owner, count, int(archived[i])) for i, (owner, count) in enumerate(found)
         )
         return OwnersReply(owners=owners, next_cursor=names[-1] if more and names else "")
 

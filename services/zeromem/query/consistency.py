@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
-from zeromem.store.keys import shard_sequence_key
+from zeromem.store.keys import layout, shard_sequence_key
 
 _FIRST_POLL_S = 0.0005
 _LONGEST_POLL_S = 0.008
@@ -38,12 +38,18 @@ async def wait_applied(
             wanted[shard] = sequence
     if not wanted:
         return True
-    key = shard_sequence_key()
+    cluster = layout().cluster
     deadline = time.monotonic() + limit_s
     pause = _FIRST_POLL_S
     while True:
         fields = list(wanted)
-        applied = await redis.hmget(key, [str(s) for s in fields])
+        if cluster:  # each shard's position in its own slot
+            async with redis.pipeline(transaction=False) as pipe:
+                for shard in fields:
+                    pipe.hget(shard_sequence_key(shard), str(shard))
+                applied = await pipe.execute()
+        else:
+            applied = await redis.hmget(shard_sequence_key(0), [str(s) for s in fields])
         for shard, value in zip(fields, applied, strict=True):
             if value is not None and int(value) >= wanted[shard]:
                 del wanted[shard]

@@ -13,10 +13,11 @@ import msgspec
 from redis.asyncio import Redis
 
 from zeromem.lifecycle.vault import open_blobs
-from zeromem.schemas import ListReply, MemoryItem
+from zeromem.schemas import ListReply, MemoryItem, owner_of
 from zeromem.store.items import ITEM_FIELDS, decode_item_hash
 from zeromem.store.keys import DATA_FIELD, RedisKeys
-from zeromem.store.replies import as_text
+from zeromem.store.pieces import merged
+from zeromem.store.replies import as_bytes, as_text
 
 
 def live_item(fields: Sequence[bytes | None], now: float) -> MemoryItem | None:
@@ -43,6 +44,23 @@ async def get_items(redis: Redis, tenant: str, keys: Sequence[str]) -> list[Memo
     return [None if r is None else live_item(r, now) for r in replies]
 
 
+async def _range_by_lex(
+    redis: Redis, rkeys: RedisKeys, prefix: str, start: bytes, end: bytes, num: int
+) -> list[bytes]:
+    """ZRANGEBYLEX over the tenant's live keys: one key on one Redis, or on a cluster the
+    piece of the owner a prefix names whole (``ns:id:...``), else every piece's page
+    merged in key order."""
+    if not rkeys.layout.cluster or prefix.count(":") >= 2:
+        piece = rkeys.shard_of(owner_of(prefix)) if rkeys.layout.cluster else 0
+        page = await redis.zrangebylex(rkeys.keys(piece), start, end, start=0, num=num)
+        return [as_bytes(m) for m in page]
+    async with redis.pipeline(transaction=False) as pipe:
+        for piece in rkeys.layout.pieces:
+            pipe.zrangebylex(rkeys.keys(piece), start, end, start=0, num=num)
+        pages = await pipe.execute()
+    return merged(pages, num)
+
+
 async def list_keys(
     redis: Redis, tenant: str, prefix: str, cursor: str, limit: int, with_items: bool
 ) -> ListReply:
@@ -50,7 +68,7 @@ async def list_keys(
     rkeys = RedisKeys(tenant)
     start = b"(" + cursor.encode() if cursor else b"[" + prefix.encode()
     end = b"[" + prefix.encode() + b"\xff"
-    raw = await redis.zrangebylex(rkeys.keys(), start, end, start=0, num=limit + 1)
+    raw = await _range_by_lex(redis, rkeys, prefix, start, end, limit + 1)
     page = [as_text(k) for k in raw[:limit]]
     more = len(raw) > limit
     items = await get_items(redis, tenant, page)

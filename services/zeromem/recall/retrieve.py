@@ -391,7 +391,9 @@ async def _survey(
     factors = factors if factors is not None else _term_factors(terms, config, {})
     expand = NEIGHBOUR_EXPAND if config.neighbour_share > 0.0 else 0
     low, high = (repr(date_range[0]), repr(date_range[1])) if date_range else ("", "")
-    if len(owners) > max(owners_per_call, 1):
+    if len(owners) > max(owners_per_call, 1) or len({keys.shard_of(o) for o in owners}) > 1:
+        # more owners than one call may cover, or (on a Redis Cluster) owners whose
+        # indexes are in the slots of different shards: one call per group
         return await _split_survey(
             redis,
             keys,
@@ -415,7 +417,7 @@ async def _survey(
         repr(POSTING_TF_SCALE),
         "1" if explain else "0",
         token_field(encoding),
-        keys.item(""),
+        keys.item_prefix(owners[0]) if owners else keys.item_prefix(""),
         len(owners),
         len(terms),
         expand,
@@ -516,7 +518,7 @@ async def _split_survey(
     df_by_owner_term = {(owner, term): next(dfs) for owner in owners for term in terms}
     n_docs = sum(s.get(STAT_MEMORIES, 0) for s in owner_stats)
     df = [sum(df_by_owner_term[(owner, term)] for owner in owners) for term in terms]
-    groups = [owners[i : i + per_call] for i in range(0, len(owners), per_call)]
+    groups = _groups(keys, owners, per_call)
 
     pool: list[_Candidate] = []
     recents: list[bytes] = []
@@ -568,23 +570,7 @@ async def _split_survey(
     by_member = {c.member: c for c in pool}
     near: list[bytes] = []
     if expand > 0 and n_members > 0:
-        near = await scripts.RECALL_NEIGHBOURS(
-            redis,
-            [keys.by_time(owner) for owner in owners]
-            + [keys.by_type(owner, MemoryType.MESSAGE.value) for owner in owners],
-            [
-                expand,
-                repr(config.neighbour_gap_s),
-                len(owners),
-                *owners,
-                *(
-                    value
-                    for m in members
-                    if m in by_member
-                    for value in (m, f"{by_member[m].estimate:.17g}")
-                ),
-            ],
-        )
+        near = await _neighbours(redis, keys, owners, members, by_member, expand, config)
         for other in near[1::4]:
             if other not in is_chosen:
                 is_chosen.add(other)
@@ -638,6 +624,66 @@ async def _split_survey(
     for j in range(0, len(near), 2):
         neighbours.setdefault(near[j].decode(), []).append(near[j + 1].decode())
     return Survey(owner_stats, df_by_owner_term, len(members), rows, tf, stage_one_cut, neighbours)
+
+
+def _groups(keys: RedisKeys, owners: Sequence[str], per_call: int) -> list[Sequence[str]]:
+    """The owners in groups of at most ``per_call``; on a Redis Cluster each group within
+    one shard (one call's keys must share a slot), the shards in order of first owner."""
+    by_piece: dict[int, list[str]] = {}
+    for owner in owners:
+        by_piece.setdefault(keys.shard_of(owner), []).append(owner)
+    return [
+        piece[i : i + per_call]
+        for piece in by_piece.values()
+        for i in range(0, len(piece), per_call)
+    ]
+
+
+async def _neighbours(
+    redis: Redis,
+    keys: RedisKeys,
+    owners: Sequence[str],
+    members: list[bytes],
+    by_member: dict[bytes, _Candidate],
+    expand: int,
+    config: RankingConfig,
+) -> list[bytes]:
+    """recall_neighbours.lua over ``owners``: one call, or on a Redis Cluster one per
+    shard of the owners, each with the chosen memories of its owners. There each call
+    expands up to ``expand`` of its own best turns; the pairs of the ``expand`` best turns
+    overall are kept, so the turns expanded are the one call's whenever every shard holds
+    ``expand`` turns with neighbours (a shard with fewer leaves the rest unexpanded)."""
+    by_piece: dict[int, list[str]] = {}
+    for owner in owners:
+        by_piece.setdefault(keys.shard_of(owner), []).append(owner)
+    near: list[bytes] = []
+    for group in by_piece.values():
+        mine = set(group)
+        near += await scripts.RECALL_NEIGHBOURS(
+            redis,
+            [keys.by_time(owner) for owner in group]
+            + [keys.by_type(owner, MemoryType.MESSAGE.value) for owner in group],
+            [
+                expand,
+                repr(config.neighbour_gap_s),
+                len(group),
+                *group,
+                *(
+                    value
+                    for m in members
+                    if m in by_member and owner_of(m.decode()) in mine
+                    for value in (m, f"{by_member[m].estimate:.17g}")
+                ),
+            ],
+        )
+    if len(by_piece) == 1:
+        return near
+    expanded = sorted(
+        {near[j] for j in range(0, len(near), 2)},
+        key=lambda m: (-by_member[m].estimate if m in by_member else 0.0, m),
+    )[:expand]
+    keep = set(expanded)
+    return [v for j in range(0, len(near), 2) if near[j] in keep for v in near[j : j + 2]]
 
 
 def _best(pool: list[_Candidate], n_members: int, keep: int) -> list[_Candidate]:
@@ -735,8 +781,21 @@ async def _fetch_rows(
     redis: Redis, keys: RedisKeys, keys_: Iterable[str], encoding: str
 ) -> list[Any]:
     members = list(keys_)
-    rkeys = [keys.item(key) for key in members]
-    rows: list[Any] = await scripts.RECALL_FETCH(redis, rkeys, [token_field(encoding), *members])
+    if not keys.layout.cluster:
+        rkeys = [keys.item(key) for key in members]
+        rows: list[Any] = await scripts.RECALL_FETCH(
+            redis, rkeys, [token_field(encoding), *members]
+        )
+        return rows
+    # A Redis Cluster: one call per shard of the memories (each call within one slot).
+    by_piece: dict[int, list[str]] = {}
+    for key in members:
+        by_piece.setdefault(keys.shard_of(owner_of(key)), []).append(key)
+    rows = []
+    for mine in by_piece.values():
+        rows += await scripts.RECALL_FETCH(
+            redis, [keys.item(key) for key in mine], [token_field(encoding), *mine]
+        )
     return rows
 
 
@@ -829,8 +888,8 @@ def _filter_queries(
         out += [("tag", owner, keys.by_tag(owner, t), t) for t in sorted(filters.tags)]
         if filters.since is not None or filters.until is not None:
             out.append(("time", owner, keys.by_time(owner), ""))
-    if filters.prefix:
-        out.append(("prefix", "", keys.keys(), filters.prefix))
+    if filters.prefix:  # every piece of the tenant's live keys (one on one Redis)
+        out += [("prefix", "", keys.keys(p), filters.prefix) for p in keys.layout.pieces]
     return out
 
 

@@ -217,7 +217,12 @@ class Applier:
         quotas = limits.tenant_memories > 0 or limits.tenant_bytes > 0
         tenants = list({ident[0]: None for ident in live_states}) if quotas else []
         states, found, totals = await self.store.read_with_totals(
-            list(live_states), command_ids, tenants
+            list(live_states),
+            command_ids,
+            tenants,
+            shard=shard,
+            quotas=(limits.tenant_memories, limits.tenant_bytes),
+            max_age_s=limits.quota_totals_max_age_s,
         )
         live_states = dict(zip(live_states, states, strict=True))
         # Each key's stored size as the round's decisions leave it, in order (for quotas).
@@ -472,7 +477,7 @@ class Applier:
         tenant = command.tenant
         tally = self._tallies.setdefault(shard, Counter())
         for _attempt in range(20):
-            _, done = await self.store.read([], [(tenant, command.id)])
+            _, done = await self.store.read([], [(tenant, command.id)], shard=shard)
             if done[0] is not None:
                 self.stats.duplicates += 1
                 return done[0]
@@ -480,7 +485,7 @@ class Applier:
                 self.stats.skipped += 1
                 return None
             if isinstance(command, Restore):
-                states, _ = await self.store.read([(tenant, item.key)], [])
+                states, _ = await self.store.read([(tenant, item.key)], [], shard=shard)
                 state = states[0]
                 if state.archived:
                     state.archived_item = await self.store.archived_item(tenant, item.key)
@@ -488,7 +493,7 @@ class Applier:
                     self.engine.decide(command, item.key, state, item.timestamp, item.importing)
                 ]
             else:
-                outcomes = await self._decide_owner(command, item.timestamp)
+                outcomes = await self._decide_owner(command, item.timestamp, shard)
             await self.store.load_keys(outcomes)
             position = item.position
             outcomes[-1].sequence = item.sequence  # the summary: the one that is recorded
@@ -528,7 +533,9 @@ class Applier:
             # stale: the reaper changed one of the memories; decide again on what is there
         raise StaleRoundsError(f"command {command.id} stayed stale after 20 rounds")
 
-    async def _decide_owner(self, command: Forget | Archive, now: float) -> list[Outcome]:
+    async def _decide_owner(
+        self, command: Forget | Archive, now: float, shard: int
+    ) -> list[Outcome]:
         tenant, owner = command.tenant, command.key
         if owner.count(":") != 1:
             return self.engine.decide_owner(command, {}, {}, now)
@@ -543,7 +550,7 @@ class Applier:
         )
         archived = {k: item for k, item in archived.items() if k.startswith(prefix)}
         wanted = sorted({k for k in (*candidates, *archived) if k.startswith(prefix)})
-        states, _ = await self.store.read([(tenant, k) for k in wanted], [])
+        states, _ = await self.store.read([(tenant, k) for k in wanted], [], shard=shard)
         return self.engine.decide_owner(
             command, dict(zip(wanted, states, strict=True)), archived, now
         )

@@ -53,16 +53,16 @@ from zeromem.store.keys import (
     CARD_FIELD,
     DATA_KEY_FIELD,
     DOC_LENGTH_FIELD,
-    EXPIRING_TENANTS_KEY,
     FEEDBACK_FIELDS,
     STAT_LENGTH,
     STAT_MEMORIES,
     STAT_TOKENS,
-    TENANTS_KEY,
     RedisKeys,
+    expiring_tenants_key,
     redis_keys,
     stat_memories_of_type,
     stat_tokens_of_type,
+    tenants_key,
     token_field,
 )
 from zeromem.store.postings import posting_score
@@ -488,14 +488,15 @@ class Engine:
             return base
         item = msgspec.structs.replace(live, expires_at=expires_at)
         keys = redis_keys(command.tenant)
+        piece = keys.shard_of(_owner(key))
         base.action = WRITE
         base.new_version = state.version  # a read must never break a compare-and-set
         base.item = item
         base.content_changed = False
         base.clears_expiry = False
         base.ops = [
-            (ZADD, keys.expiring(), expires_at, key),
-            (SADD, EXPIRING_TENANTS_KEY, command.tenant, ""),
+            (ZADD, keys.expiring(piece), expires_at, key),
+            (SADD, expiring_tenants_key(piece), command.tenant, ""),
             *_card_ops(keys.item(key), item, command.id),
         ]
         state.item, state.last_command = item, command.id
@@ -695,9 +696,10 @@ class Engine:
         """(redis key, kind) -> score for a sorted set, or None for a set."""
         keys = RedisKeys(tenant)
         owner = _owner(key)
+        piece = keys.shard_of(owner)
         entries: dict[tuple[str, str], Any] = {
             (keys.by_time(owner), "z"): item.updated_at,
-            (keys.keys(), "z"): 0,
+            (keys.keys(piece), "z"): 0,
             (keys.by_type(owner, item.type.value), "s"): None,
         }
         for tag in item.tags:
@@ -706,7 +708,7 @@ class Engine:
             # created_at, not updated_at: a posting stays put while its memory is rewritten
             entries[(keys.by_term(owner, term), "z")] = posting_score(tf, item.created_at)
         if item.expires_at is not None:
-            entries[(keys.expiring(), "z")] = item.expires_at
+            entries[(keys.expiring(piece), "z")] = item.expires_at
         return entries
 
     def _stats(self, item: MemoryItem, doc: Analysis, sign: int) -> dict[str, int]:
@@ -759,7 +761,7 @@ class Engine:
                     ops.append((ZADD, rkey, score, key))
         else:
             # a new memory (what agents mostly write): every entry is added
-            ops.append((SADD, TENANTS_KEY, tenant, ""))
+            ops.append((SADD, tenants_key(redis_keys(tenant).shard_of(_owner(key))), tenant, ""))
             ops += [
                 (SADD, rkey, key, "") if kind == "s" else (ZADD, rkey, score, key)
                 for (rkey, kind), score in new_entries.items()
@@ -772,7 +774,8 @@ class Engine:
         if command_id:
             ops += _card_ops(item_key, new, command_id)
         if new.expires_at is not None:
-            ops.append((SADD, EXPIRING_TENANTS_KEY, tenant, ""))
+            piece = redis_keys(tenant).shard_of(_owner(key))
+            ops.append((SADD, expiring_tenants_key(piece), tenant, ""))
         return ops
 
     def _delete_ops(self, tenant: str, key: str, old: MemoryItem) -> list[IndexOp]:

@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 from zeromem import naming
 from zeromem.schemas import Result, owner_of
 from zeromem.settings import Settings
-from zeromem.store.keys import EXPIRING_TENANTS_KEY, RedisKeys
+from zeromem.store.keys import RedisKeys, expiring_tenants_key, layout
 from zeromem.store.replies import as_text
 from zeromem.worker.applier import Applier
 from zeromem.worker.store import OK
@@ -42,10 +42,29 @@ async def reap_expired(
     a command racing with the reaper wins cleanly."""
     now = time.time()
     reaped = 0
-    for raw_tenant in await redis.smembers(EXPIRING_TENANTS_KEY):
+    # One Redis: one expiring set per tenant, filtered by shard. A cluster: a set per
+    # tenant and shard, and this worker visits its own shards' only.
+    pieces = [p for p in layout().pieces if p in owned] if layout().cluster else [0]
+    for piece in pieces:
+        reaped += await _reap_piece(applier, redis, owned, shards, piece, now, limit, announce)
+    return reaped
+
+
+async def _reap_piece(
+    applier: Applier,
+    redis: Redis,
+    owned: Collection[int],
+    shards: int,
+    piece: int,
+    now: float,
+    limit: int,
+    announce: Announce | None,
+) -> int:
+    reaped = 0
+    for raw_tenant in await redis.smembers(expiring_tenants_key(piece)):
         tenant = as_text(raw_tenant)
         due = await redis.zrangebyscore(
-            RedisKeys(tenant).expiring(), "-inf", now, start=0, num=limit
+            RedisKeys(tenant).expiring(piece), "-inf", now, start=0, num=limit
         )
         by_shard: dict[int, list[str]] = {}
         for raw_key in due:
@@ -54,14 +73,14 @@ async def reap_expired(
             if shard in owned:
                 by_shard.setdefault(shard, []).append(key)
         for shard, keys in by_shard.items():
-            states, _ = await applier.store.read([(tenant, k) for k in keys], [])
+            states, _ = await applier.store.read([(tenant, k) for k in keys], [], shard=shard)
             orphans = [
                 k
                 for k, st in zip(keys, states, strict=True)
                 if st.item is None or st.item.expires_at is None
             ]
             if orphans:  # an index entry that outlived its memory: drop it
-                await redis.zrem(RedisKeys(tenant).expiring(), *orphans)
+                await redis.zrem(RedisKeys(tenant).expiring(piece), *orphans)
             outcomes = [
                 o
                 for k, st in zip(keys, states, strict=True)

@@ -54,6 +54,7 @@ from zeromem.lifecycle.vault import check_master_key, vault_of
 from zeromem.settings import Settings
 from zeromem.store import scripts
 from zeromem.store.keys import derived_from_log, scope_pattern, shard_lease_key
+from zeromem.store.pieces import scan_keys
 from zeromem.telemetry import Telemetry
 from zeromem.worker.analysis import default_engine
 from zeromem.worker.applier import Applier
@@ -140,7 +141,7 @@ async def _clear(redis: Redis, tenant: str | None) -> int:
     pattern = scope_pattern(tenant)
     removed = 0
     batch: list[bytes] = []
-    async for raw in redis.scan_iter(match=pattern, count=2000):
+    async for raw in scan_keys(redis, pattern, 2000):
         name = raw.decode()
         if not derived_from_log(name):
             continue

@@ -7,6 +7,7 @@ command id the batch touches, one call of the commit script for the batch's deci
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,9 @@ from zeromem.store.keys import (
     CARD_FIELD,
     DATA_FIELD,
     ITEM_FIELDS,
+    STORED_BYTES,
+    STORED_MEMORIES,
+    layout,
     redis_keys,
     shard_lease_key,
     shard_sequence_key,
@@ -73,12 +77,20 @@ class Store:
         self.result_records = result_records
         self.result_bytes = result_bytes
         self._bounded = bool(result_records or result_bytes)
+        # On a cluster: (tenant, shard) -> (when fetched, [memories, bytes] the tenant
+        # stores on the other shards), for the quotas (``_other_pieces``).
+        self._pieces: dict[tuple[str, int], tuple[float, list[int]]] = {}
 
     async def read(
-        self, keys: Sequence[tuple[str, str]], command_ids: Sequence[tuple[str, str]]
+        self,
+        keys: Sequence[tuple[str, str]],
+        command_ids: Sequence[tuple[str, str]],
+        *,
+        shard: int,
     ) -> tuple[list[KeyState], list[Result | None]]:
-        """The state of each (tenant, key) and the stored result of each (tenant, command id)."""
-        states, done, _ = await self.read_with_totals(keys, command_ids, ())
+        """The state of each (tenant, key) and the stored result of each (tenant, command
+        id), all of ``shard``."""
+        states, done, _ = await self.read_with_totals(keys, command_ids, (), shard=shard)
         return states, done
 
     async def read_with_totals(
@@ -86,13 +98,22 @@ class Store:
         keys: Sequence[tuple[str, str]],
         command_ids: Sequence[tuple[str, str]],
         tenants: Sequence[str],
+        *,
+        shard: int,
+        quotas: tuple[int, int] = (0, 0),
+        max_age_s: float = 1.0,
     ) -> tuple[list[KeyState], list[Result | None], dict[str, list[int]]]:
-        """``read``, and what each of ``tenants`` stores: [memories, bytes]."""
+        """``read``, and what each of ``tenants`` stores: [memories, bytes]. On a cluster
+        the call reads ``shard``'s piece of the totals (exact: in the slot of the commit
+        that follows) and adds the other shards' pieces as fetched at most ``max_age_s``
+        ago, or now for a tenant whose total so reaches one of ``quotas`` (memories,
+        bytes; 0: none): a tenant at its quota is refused on fresh figures, not on a
+        delete's absence from a stale piece (``_other_pieces``)."""
         # One call instead of a pipeline of commands: at a few hundred commands a batch,
         # packing each command's arguments in redis-py cost more than Redis spent answering.
         rkeys: list[str] = [redis_keys(tenant).item(key) for tenant, key in keys]
-        rkeys += [redis_keys(tenant).stored() for tenant in tenants]
-        rkeys += [redis_keys(tenant).command(cid) for tenant, cid in command_ids]
+        rkeys += [redis_keys(tenant).stored(shard) for tenant in tenants]
+        rkeys += [redis_keys(tenant).command(cid, shard) for tenant, cid in command_ids]
         replies = await scripts.READ_ITEMS(
             self.redis, rkeys, [len(keys), len(tenants), *ITEM_FIELDS]
         )
@@ -104,8 +125,51 @@ class Store:
             tenant: [int(n or 0), int(b or 0)]
             for tenant, (n, b) in zip(tenants, replies[len(keys) : totals_end], strict=True)
         }
+        if tenants and layout().cluster:
+            others = await self._other_pieces(tenants, shard, max_age_s)
+            full = [
+                t
+                for t in tenants
+                if any(
+                    0 < q <= mine + other
+                    for q, mine, other in zip(quotas, totals[t], others[t], strict=True)
+                )
+            ]
+            if full:
+                others.update(await self._other_pieces(full, shard, -1.0))
+            for tenant, (n, b) in others.items():
+                totals[tenant][0] += n
+                totals[tenant][1] += b
         done = [decode_result(r) if r else None for r in replies[totals_end:]]
         return states, done, totals
+
+    async def _other_pieces(
+        self, tenants: Sequence[str], shard: int, max_age_s: float
+    ) -> dict[str, list[int]]:
+        """What each tenant stores on the shards other than ``shard`` (a cluster keeps a
+        tenant's totals per shard, each in its shard's slot), fetched again once older
+        than ``max_age_s`` (``Limits.quota_totals_max_age_s``). A quota can be passed by
+        what the tenant stored on its other shards within that age (their workers check
+        against this one's piece as it was), never by more; a tenant whose writes all
+        land on one shard is held to it exactly."""
+        now = time.monotonic()
+        stale = [
+            t for t in tenants if now - self._pieces.get((t, shard), (-1e18, []))[0] > max_age_s
+        ]
+        if stale:
+            others = [s for s in layout().pieces if s != shard]
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for tenant in stale:
+                    for other in others:
+                        pipe.hmget(redis_keys(tenant).stored(other), STORED_MEMORIES, STORED_BYTES)
+                replies = await pipe.execute()
+            if len(self._pieces) > 65536:
+                self._pieces.clear()
+            for i, tenant in enumerate(stale):
+                rows = replies[i * len(others) : (i + 1) * len(others)]
+                total = [sum(int(r[0] or 0) for r in rows), sum(int(r[1] or 0) for r in rows)]
+                self._pieces[(tenant, shard)] = (now, total)
+        return {t: self._pieces[(t, shard)][1] for t in tenants}
 
     async def _open_rows(self, keys: Sequence[tuple[str, str]], rows: list[Any]) -> None:
         """Replace each sealed ``d`` in ``rows`` (HMGET ITEM_FIELDS per key) by its plaintext."""
@@ -146,7 +210,7 @@ class Store:
 
     async def shard_position(self, shard: int) -> int:
         """The shard's last applied command-stream sequence, as the commits recorded it."""
-        raw = await self.redis.hget(shard_sequence_key(), str(shard))
+        raw = await self.redis.hget(shard_sequence_key(shard), str(shard))
         return int(raw or 0)
 
     async def archived_item(self, tenant: str, key: str) -> MemoryItem | None:
@@ -227,7 +291,7 @@ class Store:
             data, ops = self._sealed(vault, outcome, data, ops)
         return (
             keys.item(outcome.key),
-            keys.command(command.id) if outcome.record else "",
+            keys.command(command.id, shard) if outcome.record else "",
             str(sequence),
             _ENCODE(result),
             "1" if outcome.guarded else "0",
@@ -244,11 +308,11 @@ class Store:
             [
                 x
                 for f in followers
-                for x in (keys.command(f.command.id), _ENCODE(f.result), str(f.sequence))
+                for x in (keys.command(f.command.id, shard), _ENCODE(f.result), str(f.sequence))
             ]
             if followers
             else (),
-            keys.stored(),
+            keys.stored(shard),
             keys.results(shard) if self._bounded else "",
             keys.results_bytes(shard) if self._bounded else "",
             str(outcome.sequence),
@@ -302,7 +366,7 @@ class Store:
             return []
         replies = await scripts.COMMIT(
             self.redis,
-            [shard_lease_key(shard), shard_sequence_key()],
+            [shard_lease_key(shard), shard_sequence_key(shard)],
             [
                 lease_token,
                 shard,
