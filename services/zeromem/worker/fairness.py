@@ -12,7 +12,7 @@ to apply. The shard applies one *call* at a time (``next_call``): commands of on
 taken in stream order, committed in one bounded script call. Tenants take turns by
 deficit round-robin on the commands' estimated Redis cost (``commit_cost``): each turn
 adds ``quantum`` to the tenant's allowance and its call takes commands while they fit.
-While other tenants are present a call is at most ``quantum`` (``Limits.commit_cost``)
+While other tenants are present a call is at most ``quantum`` (``Limits.tenant_turn_cost``)
 and ``share`` commands (``Limits.tenant_round_share``), so a tenant with a command
 waiting is served after at most one such call of each other tenant with work, however
 deep their backlogs; a tenant alone takes whole rounds (``most`` commands, committed in
@@ -47,9 +47,31 @@ from zeromem.worker.commit_cost import BASE, commit_cost
 from zeromem.worker.messages import Admitted, Dead
 
 # How long a tenant counts as present after its last message: while two tenants share a
-# shard, calls stay small even at the instant one of them has nothing waiting, so that
+# worker, calls stay small even at the instant one of them has nothing waiting, so that
 # its next command does not arrive in the middle of a full round of the other's.
 PRESENCE_S = 1.0
+
+
+class Presence:
+    """The tenants that had messages lately (within ``PRESENCE_S``), over every shard of a
+    worker: its shards share one event loop, where a large call of one shard holds up the
+    others as much as a call of its own."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, float] = {}  # tenant -> when its last message arrived
+
+    def seen(self, tenant: str, now: float) -> None:
+        self._seen[tenant] = now
+
+    def shared(self) -> bool:
+        """More than one tenant present."""
+        if len(self._seen) < 2:
+            return False
+        now = time.monotonic()
+        recent = {t: at for t, at in self._seen.items() if now - at < PRESENCE_S}
+        if len(recent) != len(self._seen):
+            self._seen = recent
+        return len(recent) > 1
 
 
 @dataclass(slots=True, eq=False)
@@ -96,7 +118,7 @@ Admit = Callable[[Held], tuple[list[Admitted], list[Dead]]]
 
 
 class ShardWindow:
-    def __init__(self) -> None:
+    def __init__(self, presence: Presence | None = None) -> None:
         self.held: deque[Held] = deque()  # in stream order, the settled prefix removed
         self.commands = 0  # commands held, not yet applied
         self.bytes = 0
@@ -105,7 +127,7 @@ class ShardWindow:
         self._queues: dict[str, deque[Held]] = {}  # per tenant, its messages to apply
         self._ring: deque[str] = deque()  # tenants with messages to apply, in turn order
         self._deficit: dict[str, int] = {}
-        self._present: dict[str, float] = {}  # tenant -> when its last message arrived
+        self.presence = presence or Presence()  # a worker's shards share theirs
 
     def __len__(self) -> int:
         return len(self.held)
@@ -127,7 +149,7 @@ class ShardWindow:
         self.bytes += held.size
         if not done:
             self.commands += commands
-            self._present[tenant] = now
+            self.presence.seen(tenant, now)
             queue = self._queues.get(tenant)
             if queue is None:
                 queue = self._queues[tenant] = deque()
@@ -147,14 +169,6 @@ class ShardWindow:
                 out.append(held)
         return out
 
-    def shared(self) -> bool:
-        """Another tenant had messages within ``PRESENCE_S``: calls stay small."""
-        now = time.monotonic()
-        recent = [t for t, at in self._present.items() if now - at < PRESENCE_S]
-        if len(recent) != len(self._present):
-            self._present = {t: self._present[t] for t in recent}
-        return len(recent) > 1
-
     def next_call(self, admit: Admit, *, most: int, share: int, quantum: int) -> Call | None:
         """The next tenant's turn (deficit round-robin by commit cost), or None when no
         tenant has anything to apply. While tenants share the shard a call takes at most
@@ -162,7 +176,7 @@ class ShardWindow:
         takes up to ``most`` commands."""
         if not self._ring:
             return None
-        alone = len(self._ring) == 1 and not self.shared()
+        alone = len(self._ring) == 1 and not self.presence.shared()
         limit = most if alone else min(share, most)
         while self._ring:
             tenant = self._ring[0]

@@ -64,7 +64,7 @@ from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry, configure_telemetry
 from zeromem.worker.applier import Applier, RedisBehindError
 from zeromem.worker.engine import Engine
-from zeromem.worker.fairness import Call, Held, ShardWindow
+from zeromem.worker.fairness import Call, Held, Presence, ShardWindow
 from zeromem.worker.faults import Fault, classify, describe
 from zeromem.worker.intake import ENVELOPE_ALLOWANCE
 from zeromem.worker.jobs import report_lag, run_archiver, run_reaper
@@ -186,6 +186,9 @@ class WorkerService:
         self._log = BoundedLog(log, self.limits.log_interval_s)
         # Commands per second of each tenant on each shard (0: no quota).
         self._command_quota = RateQuota(self.limits.tenant_commands_per_s)
+        # The tenants writing to any of this worker's shards lately: its shards share one
+        # event loop, so while two tenants are active every shard's calls stay small.
+        self._presence = Presence()
 
     @property
     def owned(self) -> set[int]:
@@ -353,7 +356,7 @@ class WorkerService:
         self._feeds[shard] = feed
         keeper = asyncio.create_task(self.leases.keep(shard))
         keeper.add_done_callback(lambda _: feed.interrupt())  # a lost lease: stop waiting
-        window = ShardWindow()
+        window = ShardWindow(self._presence)
         limits = self.limits
         batch_size = self.settings.worker.batch_size
         # Commands and bytes per message seen so far here (batch messages carry many): how
@@ -454,7 +457,7 @@ class WorkerService:
                     admit,
                     most=batch_size,
                     share=limits.tenant_round_share,
-                    quantum=limits.commit_cost,
+                    quantum=limits.tenant_turn_cost,
                 )
                 if call is not None:
                     await self._call_contained(shard, window, call)
