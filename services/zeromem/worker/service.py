@@ -88,8 +88,10 @@ log = logging.getLogger(__name__)
 # An idle shard's first pull waits this long (then longer, up to ``idle_pull_s``).
 FIRST_IDLE_PULL_S = 0.5
 # With nothing to apply but publications to confirm, the shard looks at them this often
-# (a new command wakes its fetch at once).
-SETTLE_POLL_S = 0.002
+# (a new command wakes its fetch at once; only the acknowledgement of what is already
+# applied and published waits, so polling more often would spend a pull request per
+# look for nothing).
+SETTLE_POLL_S = 0.02
 # Dead letters of messages refused over quota sent per turn of the shard's loop.
 REFUSALS_PER_TURN = 16
 
