@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from zeromem.schemas import Put
 from zeromem.worker.commit_cost import commit_cost
-from zeromem.worker.fairness import Call, Held, ShardWindow
+from zeromem.worker.fairness import Call, Held, Presence, ShardWindow, TenantCalls
 from zeromem.worker.messages import Admitted, Dead
 
 ALONE = {"most": 512, "share": 64, "quantum": 4096}
@@ -203,3 +203,31 @@ def test_messages_waiting_long_are_reported_once_per_interval() -> None:
     run(window, window.next_call(admit, **ALONE))  # a's applied: it no longer waits
     assert [h.sequence for h in window.waiting_since(time.monotonic() - 10)] == [2]
     assert window.waiting_since(time.monotonic() - 10) == []  # its clock restarted
+
+
+def test_a_tenant_busy_elsewhere_waits_and_the_others_go_on() -> None:
+    presence = Presence()
+    woken: list[bool] = []
+    calls = TenantCalls(presence, lambda: woken.append(True))
+    window = ShardWindow(presence)
+    for n, tenant in enumerate(["a", "a", "b"]):
+        window.add(FakeMsg(), n + 1, tenant, 1)  # type: ignore[arg-type]
+    calls.take("a")  # a's call on another shard of the worker
+    call = window.next_call(admit, **ALONE, busy=calls.busy)
+    assert call is not None and call.tenant == "b"  # a is passed over, not waited for
+    window.applied(call)
+    assert window.next_call(admit, **ALONE, busy=calls.busy) is None  # only a, busy
+    assert window.runnable
+    calls.release("a")
+    assert woken == [True]
+    assert seqs(window.next_call(admit, **ALONE, busy=calls.busy)) == [1, 2]
+
+
+def test_a_tenant_alone_on_the_worker_has_calls_on_every_shard_at_once() -> None:
+    presence = Presence()
+    calls = TenantCalls(presence, lambda: None)
+    window = ShardWindow(presence)
+    window.add(FakeMsg(), 1, "a", 1)  # type: ignore[arg-type]
+    calls.take("a")
+    assert not calls.busy("a")
+    assert window.next_call(admit, **ALONE, busy=calls.busy) is not None

@@ -74,6 +74,34 @@ class Presence:
         return len(recent) > 1
 
 
+class TenantCalls:
+    """Commit calls in flight per tenant over a worker's shards. The shards share one
+    event loop (and, on a busy machine, a slice of a core): while tenants share the
+    worker (``Presence``) each has one call in flight at a time, so another tenant's call
+    runs beside at most one of a backlogged tenant's, not one per shard. A shard whose
+    tenants with work are all busy elsewhere waits, and is woken (``on_release``) when a
+    call ends."""
+
+    def __init__(self, presence: Presence, on_release: Callable[[], None]) -> None:
+        self.presence = presence
+        self.on_release = on_release
+        self._in_flight: dict[str, int] = {}
+
+    def busy(self, tenant: str) -> bool:
+        return tenant in self._in_flight and self.presence.shared()
+
+    def take(self, tenant: str) -> None:
+        self._in_flight[tenant] = self._in_flight.get(tenant, 0) + 1
+
+    def release(self, tenant: str) -> None:
+        left = self._in_flight[tenant] - 1
+        if left:
+            self._in_flight[tenant] = left
+        else:
+            del self._in_flight[tenant]
+            self.on_release()
+
+
 @dataclass(slots=True, eq=False)
 class Held:
     msg: Msg
@@ -169,17 +197,34 @@ class ShardWindow:
                 out.append(held)
         return out
 
-    def next_call(self, admit: Admit, *, most: int, share: int, quantum: int) -> Call | None:
+    def next_call(
+        self,
+        admit: Admit,
+        *,
+        most: int,
+        share: int,
+        quantum: int,
+        busy: Callable[[str], bool] | None = None,
+    ) -> Call | None:
         """The next tenant's turn (deficit round-robin by commit cost), or None when no
-        tenant has anything to apply. While tenants share the shard a call takes at most
-        ``share`` commands and ``quantum`` of cost (at least one command); a tenant alone
-        takes up to ``most`` commands."""
+        tenant has anything to apply, or only tenants ``busy`` elsewhere (their turn
+        waits). While tenants share the worker a call takes at most ``share`` commands
+        and ``quantum`` of cost (at least one command); a tenant alone takes up to
+        ``most`` commands."""
         if not self._ring:
             return None
         alone = len(self._ring) == 1 and not self.presence.shared()
         limit = most if alone else min(share, most)
+        passed = 0
         while self._ring:
             tenant = self._ring[0]
+            if busy is not None and busy(tenant):
+                passed += 1
+                if passed >= len(self._ring):
+                    return None
+                self._ring.rotate(-1)
+                continue
+            passed = 0
             allowance = self._deficit.get(tenant, 0) + quantum
             call = Call(tenant)
             self._take(call, admit, limit, None if alone else allowance)

@@ -64,7 +64,7 @@ from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry, configure_telemetry
 from zeromem.worker.applier import Applier, RedisBehindError
 from zeromem.worker.engine import Engine
-from zeromem.worker.fairness import Call, Held, Presence, ShardWindow
+from zeromem.worker.fairness import Call, Held, Presence, ShardWindow, TenantCalls
 from zeromem.worker.faults import Fault, classify, describe
 from zeromem.worker.intake import ENVELOPE_ALLOWANCE
 from zeromem.worker.jobs import report_lag, run_archiver, run_reaper
@@ -92,6 +92,9 @@ FIRST_IDLE_PULL_S = 0.5
 # applied and published waits, so polling more often would spend a pull request per
 # look for nothing).
 SETTLE_POLL_S = 0.02
+# A shard whose tenants' calls are all in flight on other shards waits at most this long
+# for one to end (it is woken when one does).
+BLOCKED_WAIT_S = 0.05
 # Dead letters of messages refused over quota sent per turn of the shard's loop.
 REFUSALS_PER_TURN = 16
 
@@ -191,6 +194,10 @@ class WorkerService:
         # The tenants writing to any of this worker's shards lately: its shards share one
         # event loop, so while two tenants are active every shard's calls stay small.
         self._presence = Presence()
+        # ... and while they do, one commit call in flight per tenant (``TenantCalls``);
+        # the shards waiting for a busy tenant's call to end are woken when one does.
+        self._calls = TenantCalls(self._presence, self._wake_blocked)
+        self._blocked: set[int] = set()
 
     @property
     def owned(self) -> set[int]:
@@ -397,8 +404,10 @@ class WorkerService:
                             room_bytes * seen_msgs // seen_bytes,
                         ),
                     )
-                    if window.runnable or refusing:
+                    if refusing or (window.runnable and shard not in self._blocked):
                         wait = 0.001  # with work in hand, only what is there now
+                    elif shard in self._blocked:
+                        wait = BLOCKED_WAIT_S  # woken when a call ends elsewhere
                     elif len(window):
                         wait = SETTLE_POLL_S  # publications to confirm: look again soon
                     else:
@@ -460,9 +469,19 @@ class WorkerService:
                     most=batch_size,
                     share=limits.tenant_round_share,
                     quantum=limits.tenant_turn_cost,
+                    busy=self._calls.busy,
                 )
                 if call is not None:
-                    await self._call_contained(shard, window, call)
+                    self._blocked.discard(shard)
+                    self._calls.take(call.tenant)
+                    try:
+                        await self._call_contained(shard, window, call)
+                    finally:
+                        self._calls.release(call.tenant)
+                elif window.runnable:
+                    self._blocked.add(shard)  # its tenants' calls are in flight elsewhere
+                else:
+                    self._blocked.discard(shard)
                 await self._acknowledge(window)
             if shard in self._letting_go:
                 # Handing the shard over: what it applied is acknowledged once stored.
@@ -477,6 +496,7 @@ class WorkerService:
         finally:
             self._consumers.pop(shard, None)
             self._feeds.pop(shard, None)
+            self._blocked.discard(shard)
             keeper.cancel()
             with contextlib.suppress(BaseException):
                 await keeper
@@ -484,6 +504,14 @@ class WorkerService:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(feed.stop(), 1.0)
             await self.leases.release(shard)
+
+    def _wake_blocked(self) -> None:
+        """A tenant's call ended: the shards waiting for it fetch no longer."""
+        for shard in self._blocked:
+            feed = self._feeds.get(shard)
+            if feed is not None:
+                feed.nudge()
+        self._blocked.clear()  # their next fetch does not wait either
 
     async def _acknowledge(self, window: ShardWindow) -> None:
         """Acknowledge the window's prefix of messages done and stored (their audit records
