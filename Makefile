@@ -10,7 +10,7 @@ NODE_DIR := tests/contract/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: help install run test test-unit contract-deps test-browser inspect inspector-screenshots inspector-vendor reliability test-cluster demo format bench-write bench-write-cost bench-recall bench-auth bench-inspect bench-quality lint schemas k8s-check clean
+.PHONY: help install run test test-unit contract-deps test-browser inspect inspector-screenshots inspector-vendor reliability test-cluster demo format bench-write bench-write-cost bench-recall bench-auth bench-inspect bench-snapshot bench-quality lint schemas k8s-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -94,6 +94,9 @@ bench-auth: $(STAMP) ## write and recall with authentication on and off, next to
 
 bench-inspect: $(STAMP) ## the inspector's pages on a tenant of a million memories, next to raw NATS
 	$(BIN)/python bench/inspect_scale.py
+
+bench-snapshot: $(STAMP) ## a snapshot's cost at 100,000 memories (time, bytes, writes' latency), rebuild from it vs the whole log
+	$(BIN)/python bench/snapshot_cost.py
 
 bench-quality: $(STAMP) ## recall on long generated dialogues (dev and held-out) next to plain BM25, with ablations
 	$(BIN)/python bench/quality/run.py --ablations

@@ -116,6 +116,20 @@ _IMPORT_PREFIX = f"{_PREFIX}.imp."
 # the command log, so a rebuild tells a log with erased tenants from a truncated one.
 ERASURE_BUCKET = "ZM_ERASURES"
 
+# An object store: durable snapshots of the Redis state the command log determines
+# (``lifecycle.snapshot_store``), one object per snapshot, named by ``snapshot_object``.
+SNAPSHOT_BUCKET = "ZM_SNAPSHOTS"
+_SNAPSHOT_OBJECT_PREFIX = "snapshot-"
+
+
+def snapshot_object(taken_ms: int) -> str:
+    """A snapshot's object name: its time in ms, zero-padded, so names sort by age."""
+    return f"{_SNAPSHOT_OBJECT_PREFIX}{taken_ms:015d}"
+
+
+def is_snapshot_object(name: str) -> bool:
+    return name.startswith(_SNAPSHOT_OBJECT_PREFIX)
+
 
 def stream_purge_subject(stream: str) -> str:
     """JetStream's API subject for purging a stream (all of it, or one subject)."""

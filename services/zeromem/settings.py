@@ -59,10 +59,11 @@ class BusSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     # three-node cluster survive the loss of one node with nothing acknowledged lost).
     stream_replicas: int = 1
     # --- retention of the streams (docs/retention.md) ---
-    # The command log (ZM_COMMANDS) is the system of record: ``zeromem rebuild`` replays
-    # it from its first command. 0 keeps it forever; a positive age drops commands older
-    # than that, after which a rebuild refuses to run (it would lose them, see
-    # worker/rebuild.py).
+    # The command log (ZM_COMMANDS) is the system of record: ``zeromem rebuild`` restores
+    # the latest snapshot and replays the log after it. 0 keeps it forever; a positive age
+    # drops commands older than that, and must leave the log at least two snapshot
+    # intervals long (``Settings.__post_init__``), so the latest snapshot is always
+    # followed by the whole log after it (worker/rebuild.py).
     stream_max_age_s: float = 0.0
     # Its byte cap. Past it the server *refuses new commands* (DiscardPolicy.NEW: the
     # publisher gets "maximum bytes exceeded") instead of dropping the oldest, which would
@@ -141,6 +142,22 @@ class LifecycleSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     encrypt_tenants: str = ""
 
 
+class SnapshotSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Durable snapshots of the state the command log determines (``zeromem snapshot``,
+    docs/retention.md): how often, how many are kept, how much space they may take."""
+
+    # How often a snapshot is taken by ``zeromem snapshot --every`` (``zeromem up`` runs
+    # one; in Kubernetes the CronJob's schedule says it); 0: none taken periodically. An
+    # age on the command log needs it (it must be at least twice this).
+    interval_s: float = 6 * 3600.0
+    keep: int = 3  # the newest snapshots kept; older ones are deleted after each new one
+    # The bucket's byte cap (JetStream object store ZM_SNAPSHOTS): a snapshot that would
+    # pass it is refused and the earlier ones stay. 4 GiB: about 15 snapshots of 100,000
+    # memories as measured (docs/retention.md), and the streams' caps with it (16 GiB)
+    # still fit the smallest JetStream store we ship (18GB).
+    max_bytes: int = 4 << 30
+
+
 class TelemetrySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Metrics, traces and the health endpoints of this process."""
 
@@ -196,6 +213,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     store: StoreSettings = msgspec.field(default_factory=StoreSettings)
     worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
     lifecycle: LifecycleSettings = msgspec.field(default_factory=LifecycleSettings)
+    snapshot: SnapshotSettings = msgspec.field(default_factory=SnapshotSettings)
     telemetry: TelemetrySettings = msgspec.field(default_factory=TelemetrySettings)
     # Every limit and quota (``ZEROMEM_LIMIT_*``): see ``zeromem.limits``.
     limits: Limits = msgspec.field(default_factory=Limits)
@@ -207,10 +225,30 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         "store": "ZEROMEM_",
         "worker": "ZEROMEM_",
         "lifecycle": "ZEROMEM_",
+        "snapshot": "ZEROMEM_SNAPSHOT_",
         "telemetry": "ZEROMEM_",
         "limits": "ZEROMEM_LIMIT_",
         "inspect": "ZEROMEM_INSPECT_",
     }
+
+    def __post_init__(self) -> None:
+        # An age on the command log drops commands whether or not a snapshot covers them:
+        # the latest snapshot may be one interval old (plus the time to take it), so the
+        # log keeps at least two intervals, or a rebuild would find a gap.
+        age = self.bus.stream_max_age_s
+        if age and not self.snapshot.interval_s:
+            raise ValueError(
+                "stream_max_age_s needs snapshot interval_s > 0 (ZEROMEM_STREAM_MAX_AGE_S "
+                "drops commands that only a periodic snapshot keeps for a rebuild)"
+            )
+        if age and age < 2 * self.snapshot.interval_s:
+            raise ValueError(
+                f"stream_max_age_s {age:g} is shorter than two snapshot intervals "
+                f"(2 x ZEROMEM_SNAPSHOT_INTERVAL_S = {2 * self.snapshot.interval_s:g}): "
+                "the log would drop commands the latest snapshot does not hold"
+            )
+        if self.snapshot.keep < 1:
+            raise ValueError("snapshot keep must be at least 1 (ZEROMEM_SNAPSHOT_KEEP)")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -287,7 +325,11 @@ class SettingsError(ValueError):
         for field_path, (variable, raw) in given.items():
             if field_path[:-1] == path and re.search(rf"\b{field_path[-1]}\b", message):
                 return cls(variable, raw, message)
-        return cls(", ".join(v for v, _ in given.values()) or "settings", "", message)
+        # A rule across sections (Settings.__post_init__): the variables given, and why.
+        names = ", ".join(v for v, _ in given.values()) or "settings"
+        error = cls(names, "", message)
+        error.args = (f"{names}: {message}",)
+        return error
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,7 +90,7 @@ def test_children_die_with_up(tmp_path: Path, sig: signal.Signals) -> None:
     proc, _ = start_ready(tmp_path)
     assert cli(tmp_path, "put", "user:u1:k", '"kept"').returncode == 0
     children = children_of(proc.pid)
-    assert len(children) == 4, children  # nats-server, redis, serve, worker
+    assert len(children) == 5, children  # nats-server, redis, serve, worker, snapshot
     proc.send_signal(sig)
     proc.wait(30)
     assert wait_gone(children) == []

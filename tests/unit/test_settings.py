@@ -38,14 +38,38 @@ def field_type(variable: Variable) -> Any:
     return owner
 
 
+# What a variable needs beside it to pass the rules across sections (Settings.__post_init__).
+COMPANIONS: dict[tuple[str, ...], dict[str, str]] = {
+    ("bus", "stream_max_age_s"): {"ZEROMEM_SNAPSHOT_INTERVAL_S": "1"},
+}
+
+
 def test_every_variable_and_every_other_name_of_it_sets_its_field() -> None:
     seen = 0
     for variable in variables():
         raw, expected = SAMPLES[field_type(variable)]
         for name in variable.names:
-            assert variable.value_in(Settings.from_env({name: raw})) == expected, name
+            env = {name: raw, **COMPANIONS.get(variable.path, {})}
+            assert variable.value_in(Settings.from_env(env)) == expected, name
             seen += 1
     assert seen > 90  # every field of every section, and the conventional names
+
+
+def test_an_age_on_the_command_log_must_outlast_two_snapshot_intervals() -> None:
+    """An age shorter than what the snapshot interval needs is refused, naming both
+    variables; so is an age with no periodic snapshot at all."""
+    ok = Settings.from_env(
+        {"ZEROMEM_STREAM_MAX_AGE_S": "86400", "ZEROMEM_SNAPSHOT_INTERVAL_S": "3600"}
+    )
+    assert ok.bus.stream_max_age_s == 86400
+    with pytest.raises(SettingsError, match="shorter than two snapshot intervals") as short:
+        Settings.from_env({"ZEROMEM_STREAM_MAX_AGE_S": "3600"})  # interval 6 h by default
+    assert "ZEROMEM_STREAM_MAX_AGE_S" in str(short.value)
+    assert "ZEROMEM_SNAPSHOT_INTERVAL_S" in str(short.value)
+    with pytest.raises(SettingsError, match="needs snapshot interval_s > 0"):
+        Settings.from_env({"ZEROMEM_STREAM_MAX_AGE_S": "86400", "ZEROMEM_SNAPSHOT_INTERVAL_S": "0"})
+    with pytest.raises(SettingsError, match="keep must be at least 1"):
+        Settings.from_env({"ZEROMEM_SNAPSHOT_KEEP": "0"})
 
 
 def test_variable_names_follow_the_sections_and_are_unique() -> None:

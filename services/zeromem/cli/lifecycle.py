@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import sys
@@ -236,7 +237,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def cmd_rebuild(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from zeromem.worker.rebuild import TruncatedLogError, rebuild
+    from zeromem.worker.rebuild import SnapshotUnusableError, TruncatedLogError, rebuild
 
     what = f"tenant {args.tenant}" if args.tenant else "every tenant"
     if not args.yes:
@@ -260,21 +261,114 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
             update: Callable[[int, int], None] = lambda done, total: bar.update(  # noqa: E731
                 task, completed=done, total=total
             )
-            return await rebuild(settings, tenant=args.tenant or None, progress=update)
+            return await rebuild(
+                settings,
+                tenant=args.tenant or None,
+                progress=update,
+                use_snapshot=not args.whole_log,
+            )
 
     try:
         report = asyncio.run(run())
     except TruncatedLogError as exc:
-        raise CliError(str(exc), "the rebuild needs the whole command log", EXIT_FAILED) from None
-    if args.json:
-        print(json.dumps(dataclasses.asdict(report)))
-    else:
-        print(
-            f"rebuilt {what}: {report.commands} commands replayed ({report.applied} applied, "
-            f"{report.conflicts} conflicts, {report.rejected} rejected), {report.reaped} "
-            f"expired memories reaped, up to stream sequence {report.last_sequence}, "
-            f"in {report.seconds:.2f}s"
+        raise CliError(
+            str(exc),
+            "the rebuild needs a snapshot and the whole log after it (zeromem snapshot)",
+            EXIT_FAILED,
+        ) from None
+    except SnapshotUnusableError as exc:
+        raise CliError(
+            str(exc),
+            "take a new snapshot first (zeromem snapshot), or replay the whole log "
+            "(--whole-log) while it is whole",
+            EXIT_FAILED,
+        ) from None
+    return print_report(
+        args,
+        report,
+        f"rebuilt {what}: {report.commands} commands replayed ({report.applied} applied, "
+        f"{report.conflicts} conflicts, {report.rejected} rejected), {report.reaped} "
+        f"expired memories reaped, up to stream sequence {report.last_sequence}, "
+        f"in {report.seconds:.2f}s"
+        + (
+            f" (from snapshot {report.snapshot}: {report.restored} keys restored)"
+            if report.snapshot
+            else ""
+        ),
+    )
+
+
+def print_report(args: argparse.Namespace, report: Any, text: str) -> int:
+    """A dataclass report as JSON with --json, else ``text``."""
+    print(json.dumps(dataclasses.asdict(report)) if args.json else text)
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from zeromem.embedded.snapshot import SnapshotRefusedError, snapshot_every, take_snapshot
+
+    settings = admin_settings(args)
+    if args.list:
+        return _list_snapshots(args, settings)
+    if args.every is not None:
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        asyncio.run(
+            _until_stopped(snapshot_every(settings, args.every or settings.snapshot.interval_s))
         )
+        return 0
+    try:
+        report = asyncio.run(take_snapshot(settings))
+    except SnapshotRefusedError as exc:
+        raise CliError(str(exc), "no snapshot was taken", EXIT_FAILED) from None
+    return print_report(
+        args,
+        report,
+        f"snapshot {report.name}: {report.keys} keys, {report.stored_bytes} bytes stored "
+        f"(Redis's copy {report.rdb_bytes} bytes; its fork paused Redis {report.fork_ms:.1f}"
+        f" ms), in {report.seconds:.2f}s",
+    )
+
+
+async def _until_stopped(job: Any) -> None:
+    """Run ``job`` until SIGTERM or SIGINT, then cancel it, so a snapshot in progress
+    removes its files (a whole copy of Redis) and stops its scratch server on the way."""
+    import signal
+
+    task = asyncio.ensure_future(job)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def _list_snapshots(args: argparse.Namespace, settings: Any) -> int:
+    from zeromem.bus import connect_nats
+    from zeromem.lifecycle.snapshot_store import snapshots
+
+    async def run() -> list[Any]:
+        nc = await connect_nats(settings, name="zeromem-snapshot-list")
+        try:
+            return await snapshots(nc.jetstream())
+        finally:
+            await nc.drain()
+
+    found = asyncio.run(run())
+    if args.json:
+        print_json(
+            [{"name": s.name, "bytes": s.size, **msgspec.to_builtins(s.header)} for s in found]
+        )
+        return 0
+    for s in found:
+        when = datetime.fromtimestamp(s.header.taken_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        print(
+            f"{s.name}  {when} UTC  {s.header.keys} keys  {s.size} bytes  "
+            f"covers the log to {min(s.header.covered.values(), default=0)}"
+        )
+    if not found:
+        print("no snapshot yet (zeromem snapshot takes one)")
     return 0
 
 
@@ -301,15 +395,14 @@ def cmd_erase_tenant(args: argparse.Namespace) -> int:
             await redis.aclose()
 
     erasure = asyncio.run(run())
-    if args.json:
-        print(json.dumps(dataclasses.asdict(erasure)))
-    else:
-        print(
-            f"erased tenant {erasure.tenant}: {erasure.commands} commands, {erasure.changes} "
-            f"changes, {erasure.audit} audit records, {erasure.dead_letters} dead letters, "
-            f"{erasure.redis_keys} Redis keys (the append-only file is being rewritten)"
-        )
-    return 0
+    return print_report(
+        args,
+        erasure,
+        f"erased tenant {erasure.tenant}: {erasure.commands} commands, {erasure.changes} "
+        f"changes, {erasure.audit} audit records, {erasure.dead_letters} dead letters, "
+        f"{erasure.redis_keys} Redis keys, {erasure.snapshots} snapshots rewritten "
+        "(the append-only file is being rewritten)",
+    )
 
 
 def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.ArgumentParser]) -> None:
@@ -402,14 +495,37 @@ def add_lifecycle_parsers(sub: Any, client_parser: Callable[..., argparse.Argume
     rebuild = sub.add_parser(
         "rebuild",
         help="reconstruct Redis from the command log",
-        description="Replay the retained command stream into Redis, for "
-        "one tenant or everything (e.g. after Redis lost its data). The "
+        description="Restore the latest snapshot and replay the command stream after "
+        "it into Redis, for one tenant or everything (e.g. after Redis lost its data). The "
         "workers pause while it runs and resume where it ended.",
+    )
+    rebuild.add_argument(
+        "--whole-log",
+        action="store_true",
+        help="ignore the snapshots: replay the log from its first command (it must be whole)",
     )
     rebuild.add_argument("--tenant", type=arg.tenant, help="only this tenant (default: everything)")
     rebuild.add_argument("--yes", action="store_true", help="do it (it replaces the state)")
     rebuild.add_argument("--json", action="store_true", help="print JSON")
     rebuild.set_defaults(func=cmd_rebuild)
+
+    snapshot = sub.add_parser(
+        "snapshot",
+        help="take a snapshot of the state, for rebuilds from a bounded log",
+        description="Store a consistent snapshot of the Redis state the command log "
+        "determines (Redis's own point-in-time copy) with each shard's position, in the "
+        "JetStream object store ZM_SNAPSHOTS; keep the newest ZEROMEM_SNAPSHOT_KEEP. "
+        "`zeromem rebuild` starts from the latest.",
+    )
+    snapshot.add_argument(
+        "--every",
+        type=arg.number(0),
+        metavar="SECONDS",
+        help="keep running: one now and one every SECONDS (0: ZEROMEM_SNAPSHOT_INTERVAL_S)",
+    )
+    snapshot.add_argument("--list", action="store_true", help="list the stored snapshots")
+    snapshot.add_argument("--json", action="store_true", help="print JSON")
+    snapshot.set_defaults(func=cmd_snapshot)
 
     erase = sub.add_parser(
         "erase-tenant",

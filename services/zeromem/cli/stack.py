@@ -192,6 +192,10 @@ def run_up(
         # Dynamic membership: the workers share the shards among themselves (and would
         # take over a dead one's), so none needs an index.
         children += [_spawn(["worker", *log_json], child_env("worker")) for _ in range(workers)]
+        # Periodic snapshots (ZEROMEM_SNAPSHOT_INTERVAL_S; 0: none), as the operator: its
+        # Redis user may fetch Redis's point-in-time copy.
+        if settings.snapshot.interval_s > 0:
+            children.append(_spawn(["snapshot", "--every", "0"], role_env("admin")))
         if inspect_port:  # reads Redis as the read services do; it prints its own login link
             inspect_env = role_env("reader")
             if authority is not None:

@@ -336,6 +336,12 @@ class RedisServer(EmbeddedServer):
             "everysec",
             "--save",
             "",
+            # A snapshot's copy (``store.rdb``) goes over the socket, never into this
+            # directory, and without waiting for other replicas that never come.
+            "--repl-diskless-sync",
+            "yes",
+            "--repl-diskless-sync-delay",
+            "0",
             "--daemonize",
             "no",
             "--protected-mode",
@@ -351,3 +357,50 @@ class RedisServer(EmbeddedServer):
         path.write_text(self.acl)
         path.chmod(0o600)
         return ["--aclfile", str(path)]
+
+
+class ScratchRedis(RedisServer):
+    """A private redis-server that loads a point-in-time copy (an RDB file) and nothing
+    else: no persistence of its own, no TCP port (a Unix socket only its user may open),
+    its directory removed by the caller. ``zeromem snapshot`` reads a consistent cut of
+    the live Redis out of it (``embedded.snapshot``)."""
+
+    name = "scratch-redis"
+
+    def __init__(self, data_dir: Path, rdb_file: str) -> None:
+        super().__init__(data_dir, port=None)
+        self.rdb_file = rdb_file
+
+    @property
+    def socket_path(self) -> Path:
+        return self.data_dir / "redis.sock"
+
+    def command(self) -> list[str]:
+        return [
+            find_redis_server(),
+            "--port",
+            "0",
+            "--unixsocket",
+            str(self.socket_path),
+            "--unixsocketperm",
+            "700",
+            "--dir",
+            str(self.data_dir),
+            "--dbfilename",
+            self.rdb_file,
+            "--appendonly",
+            "no",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+        ]
+
+    def _ready(self) -> bool:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(0.2)
+                s.connect(str(self.socket_path))
+                return True
+        except OSError:
+            return False

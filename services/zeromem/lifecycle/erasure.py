@@ -13,7 +13,11 @@ tenant, which is what the live state becomes too. ``erase_tenant``:
 3. deletes every Redis key of the tenant, its owners' data keys with them (what sealed
    copies remain in Redis's history are unreadable from then on), and drops it from the
    tenant sets;
-4. asks Redis to rewrite its append-only file, so even the ciphertext leaves the disk.
+4. rewrites every stored snapshot without the tenant (``lifecycle.snapshot_store``): its
+   keys dropped, its name taken out of the tenant sets, each snapshot put back under its
+   own name (the old object's chunks are purged), so a rebuild from a snapshot taken
+   before the erasure brings nothing of it back;
+5. asks Redis to rewrite its append-only file, so even the ciphertext leaves the disk.
 
 The operator revokes the tenant's credentials first (``zeromem auth revoke --tenant``): a
 command published during the erasure would otherwise be applied after it.
@@ -22,14 +26,18 @@ command published during the erasure would otherwise be applied after it.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from nats.aio.client import Client as NatsClient
 from nats.js.errors import BucketNotFoundError, NotFoundError
 from redis.asyncio import Redis
 
 from zeromem import naming
+from zeromem.lifecycle import snapshot_store
 from zeromem.store.keys import EXPIRING_TENANTS_KEY, TENANTS_KEY, RedisKeys
 
 _SCAN_COUNT = 1000
@@ -43,6 +51,12 @@ class Erasure:
     audit: int
     dead_letters: int
     redis_keys: int
+    snapshots: int = 0  # stored snapshots rewritten without the tenant
+
+
+# The sets that name tenants (not under a tenant's own prefix): an erasure takes the
+# tenant out of them, in Redis and in every snapshot.
+TENANT_SETS = (TENANTS_KEY, EXPIRING_TENANTS_KEY)
 
 
 async def erase_tenant(nc: NatsClient, redis: Redis, tenant: str) -> Erasure:
@@ -64,8 +78,20 @@ async def erase_tenant(nc: NatsClient, redis: Redis, tenant: str) -> Erasure:
     deleted = 0
     async for name in redis.scan_iter(match=RedisKeys(tenant).tenant_pattern(), count=_SCAN_COUNT):
         deleted += await redis.unlink(name)
-    await redis.srem(TENANTS_KEY, tenant)
-    await redis.srem(EXPIRING_TENANTS_KEY, tenant)
+    for name in TENANT_SETS:
+        await redis.srem(name, tenant)
+    prefix = RedisKeys(tenant).tenant_pattern().rstrip("*")
+    work = Path(tempfile.mkdtemp(prefix="zeromem-erase-"))
+    try:
+        snapshots = await snapshot_store.rewrite_all(
+            nc,
+            redis,
+            work,
+            keep=lambda name: not name.startswith(prefix),
+            drop_members={name: tenant.encode() for name in TENANT_SETS},
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     await redis.bgrewriteaof()
     return Erasure(
         tenant,
@@ -74,6 +100,7 @@ async def erase_tenant(nc: NatsClient, redis: Redis, tenant: str) -> Erasure:
         purged[naming.AUDIT_STREAM],
         purged[naming.DEAD_LETTER_STREAM],
         deleted,
+        snapshots,
     )
 
 

@@ -41,7 +41,7 @@ from zeromem.store.keys import (
 )
 
 ALL_TENANTS = "*"
-# Unwrapped keys kept per process. Bounded: past it the cache starts over (a reload costs
+# Unwrapped keys kept per process. Bounded: past it the oldest are dropped (a reload costs
 # one HGET per owner and one unwrap, about 10 us).
 CACHED_KEYS = 65536
 
@@ -69,28 +69,40 @@ class Vault:
         self.provider = provider
         self.policy = policy
         self._keys: dict[tuple[str, str], DataKey] = {}
+        # Cached keys to read again from Redis at their next ``load`` (``clear``). They
+        # stay usable meanwhile: the shards of a worker share this cache, and a batch that
+        # loaded its keys must still find them when it seals, whatever another shard did
+        # between its ``load`` and its ``seal``.
+        self._stale: set[tuple[str, str]] = set()
 
     async def load(self, owners: Iterable[tuple[str, str]], *, create: bool = False) -> None:
         """Make the data key of each (tenant, owner) available to ``seal`` and ``open``;
         with ``create``, generate the keys that do not exist yet (two workers racing to
         create one agree: HSETNX keeps the first)."""
         asked = list(dict.fromkeys(owners))
-        wanted = [o for o in asked if o not in self._keys]
-        if not wanted:
-            return
-        if len(self._keys) + len(wanted) > CACHED_KEYS:
-            self._keys.clear()  # and load every key asked for: the caller uses them all
-            wanted = asked
-        await self._fetch(wanted, create=create)
+        wanted = [o for o in asked if o not in self._keys or o in self._stale]
+        if wanted:
+            self._make_room(len(wanted), keep=asked)
+            await self._fetch(wanted, create=create)
 
     async def reload(self, owners: Iterable[tuple[str, str]]) -> None:
-        """Drop and load again (a blob named a key id the cache did not have)."""
+        """Load again (a blob named a key id the cache did not have)."""
         wanted = list(dict.fromkeys(owners))
-        if len(self._keys) + len(wanted) > CACHED_KEYS:
-            self._keys.clear()
+        self._make_room(len(wanted), keep=wanted)
         for owner in wanted:
             self._keys.pop(owner, None)
         await self._fetch(wanted, create=False)
+
+    def _make_room(self, coming: int, keep: list[tuple[str, str]]) -> None:
+        """Drop the oldest cached keys (never those in ``keep``) until ``coming`` more fit.
+        Oldest first: a batch in flight loaded its keys last, so it keeps them."""
+        excess = len(self._keys) + coming - CACHED_KEYS
+        if excess <= 0:
+            return
+        kept = set(keep)
+        for owner in [o for o in self._keys if o not in kept][:excess]:
+            del self._keys[owner]
+            self._stale.discard(owner)
 
     async def _fetch(self, wanted: list[tuple[str, str]], *, create: bool) -> None:
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -113,16 +125,23 @@ class Vault:
             made = dict(zip(fresh, replies[len(fresh) :], strict=True))
             stored = [made.get(o, raw) for o, raw in zip(wanted, stored, strict=True)]
         for (tenant, owner), raw in zip(wanted, stored, strict=True):
+            self._stale.discard((tenant, owner))
             if raw:
                 self._keys[(tenant, owner)] = unwrap_data_key(self.provider, tenant, owner, raw)
+            else:
+                self._keys.pop((tenant, owner), None)
 
     def clear(self) -> None:
-        """Drop every cached key (they are loaded again from Redis when needed)."""
-        self._keys.clear()
+        """Read every cached key again from Redis at its next ``load`` (a rebuild may have
+        destroyed and made keys again). Not a drop: a batch of another shard between its
+        ``load`` and its ``seal`` keeps the key it loaded (dropping it here rejected that
+        batch's commands with ``KeyUnavailableError``)."""
+        self._stale.update(self._keys)
 
     def forget(self, tenant: str, owner: str) -> None:
         """The owner's key was destroyed in Redis: drop this process's copy too."""
         self._keys.pop((tenant, owner), None)
+        self._stale.discard((tenant, owner))
 
     def seal(self, tenant: str, key: str, field_name: str, plaintext: bytes) -> bytes:
         data_key = self._keys.get((tenant, owner_of(key)))

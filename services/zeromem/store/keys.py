@@ -171,6 +171,13 @@ def master_key_check_key() -> str:
     return "zm:master-key"
 
 
+def snapshot_scratch_key(token: str) -> str:
+    """A key outside ``REDIS_KEY_PATTERN`` where an erasure edits one record of a stored
+    snapshot (``lifecycle.snapshot_store``: RESTORE, SREM, DUMP, DEL): never derived from
+    the log, never seen by a scan of zeromem's keys."""
+    return f"zm-snapshot-scratch:{token}"
+
+
 def shard_lease_key(shard: int) -> str:
     """Fencing token: only the worker holding a shard's lease may apply its commands."""
     return f"zm:lease:{shard}"
@@ -189,6 +196,11 @@ ARCHIVE_SEAL = "ar"  # where an archive record is sealed (its place in ``lifecyc
 _LEASE_PREFIX = shard_lease_key(0).rsplit(":", 1)[0] + ":"
 _USAGE_INFIX = ":usage:"
 _DATA_KEY_SUFFIX = RedisKeys("t").data_key("o:o").rsplit("}", 1)[1]
+
+
+def is_data_key(name: str) -> bool:
+    """Whether a key is an owner's data key (``RedisKeys.data_key``)."""
+    return name.endswith(_DATA_KEY_SUFFIX)
 
 
 def derived_from_log(name: str) -> bool:

@@ -14,13 +14,17 @@ the same tombstones the reaper made before (named after what expired).
 
 What is not derived from the log is kept: the leases, and recall's usage ledger.
 
-The replay needs the log from its first command. The command stream never drops commands
-for space (bus.command_stream_config refuses new ones when full), but an operator may give
-it an age (``ZEROMEM_STREAM_MAX_AGE_S``) or purge it; a log that no longer starts at
-sequence 1 is refused before anything is cleared (``TruncatedLogError``): a replay of what
-is left would rebuild a state without the earlier commands and call it done. The one
-removal it accepts is a tenant erasure's (``lifecycle.erasure``), which records how many
-commands it purged: the replay then rebuilds every other tenant whole.
+With a snapshot (``zeromem snapshot``, ``lifecycle.snapshot_store``) the rebuild starts
+from the latest one: it clears the state, restores the snapshot's keys (each shard's
+applied position among them), and replays each shard's commands after that position only
+(those at or before it are in the snapshot already). The log may then have lost every
+command the snapshot covers (an age limit, ``ZEROMEM_STREAM_MAX_AGE_S``). Any other gap
+is refused before anything is cleared (``TruncatedLogError``): a replay of what is left
+would rebuild a state without the missing commands and call it done. The one removal it
+accepts is a tenant erasure's (``lifecycle.erasure``), which records how many commands it
+purged (and removes the tenant from the snapshots too): the replay then rebuilds every
+other tenant whole. Without a snapshot (or with ``use_snapshot=False``) the log must hold
+every command from sequence 1.
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
@@ -40,6 +47,7 @@ from redis.asyncio import Redis
 
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis
+from zeromem.lifecycle import snapshot_store
 from zeromem.lifecycle.erasure import erased_commands
 from zeromem.lifecycle.redact import Redactor
 from zeromem.lifecycle.vault import check_master_key, vault_of
@@ -65,17 +73,52 @@ REPLAY_BATCH = 1024
 
 
 class TruncatedLogError(RuntimeError):
-    """The command log lost its first commands: a replay cannot rebuild the state."""
+    """The command log lost commands no snapshot holds: a replay cannot rebuild the state."""
 
-    def __init__(self, first_sequence: int, missing: int = 0) -> None:
+    def __init__(self, first_sequence: int, missing: int = 0, covered: int = 0) -> None:
         self.first_sequence = first_sequence
         self.missing = missing
+        self.covered = covered
+        cover = (
+            f"the latest snapshot covers the log up to sequence {covered} only"
+            if covered
+            else "no snapshot covers them (zeromem snapshot)"
+        )
         super().__init__(
             f"the command log starts at sequence {first_sequence} and misses {missing} "
-            "commands no tenant erasure accounts for: they were removed "
+            f"commands no tenant erasure accounts for, and {cover}: they were removed "
             "(ZEROMEM_STREAM_MAX_AGE_S, or a purge), so a replay would rebuild "
             "a state without them. Nothing was changed; Redis keeps its state"
         )
+
+
+class SnapshotUnusableError(RuntimeError):
+    """The latest snapshot cannot start this rebuild; nothing was changed."""
+
+
+class SnapshotPredatesShreddingError(SnapshotUnusableError):
+    """The latest snapshot holds memories sealed under data keys destroyed since."""
+
+    def __init__(self, snapshot: str, keys: int) -> None:
+        self.snapshot = snapshot
+        self.keys = keys
+        super().__init__(
+            f"snapshot {snapshot} holds memories sealed under {keys} data key(s) destroyed "
+            "since (their owners were forgotten after it): those copies can no longer be "
+            "opened, so the replay could not decide the commands that followed them. "
+            "Nothing was changed; Redis keeps its state"
+        )
+
+
+def missing_commands(first: int, last: int, messages: int, covered: int) -> int:
+    """Commands after ``covered`` that the log ``[first, last]`` holding ``messages``
+    no longer has. Below ``first`` everything was removed; inside the range, the holes
+    (whichever side of ``covered`` they are on: a conservative count)."""
+    if not last:
+        return 0
+    if first > covered + 1:
+        return (last - covered) - messages
+    return (last - first + 1) - messages
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +131,8 @@ class RebuildReport:
     reaped: int
     last_sequence: int
     seconds: float
+    snapshot: str = ""  # the snapshot it started from ("": the whole log)
+    restored: int = 0  # keys restored from it
 
 
 async def _clear(redis: Redis, tenant: str | None) -> int:
@@ -130,9 +175,12 @@ async def rebuild(
     nc: NatsClient | None = None,
     redis: Redis | None = None,
     progress: Callable[[int, int], None] | None = None,
+    use_snapshot: bool = True,
 ) -> RebuildReport:
-    """Rebuild ``tenant``'s state (or everything) from the command stream. ``progress``
-    is called with (messages replayed, messages to replay); a batch message counts once."""
+    """Rebuild ``tenant``'s state (or everything) from the latest snapshot and the command
+    stream after it (the whole stream with ``use_snapshot=False`` or no snapshot).
+    ``progress`` is called with (messages replayed, messages to replay); a batch message
+    counts once."""
     started = time.perf_counter()
     own_nc, own_redis = nc is None, redis is None
     nc = nc or await connect_nats(settings, name="zeromem-rebuild")
@@ -188,14 +236,28 @@ async def rebuild(
     try:
         await asyncio.sleep(0)  # the first lease write goes out before anything else
         info = await js.stream_info(naming.COMMAND_STREAM)
-        # Every command removed from the log must be an erased tenant's: the replay then
-        # rebuilds the others whole (and nothing of the erased ones, as the live state).
-        removed = (info.state.last_seq or 0) - (info.state.messages or 0)
+        snapshot = await snapshot_store.latest(js) if use_snapshot else None
+        header = snapshot.header if snapshot is not None else None
+        if header is not None and header.shards != settings.shards:
+            raise SnapshotUnusableError(
+                f"snapshot {snapshot.name if snapshot else ''} was taken with {header.shards} "
+                f"shards and this deployment has {settings.shards}: its positions name other "
+                "shards. Take a new snapshot (zeromem snapshot); nothing was changed"
+            )
+        # Every shard's commands up to here are in the snapshot (0: none without one).
+        covered = min(header.covered.get(s, 0) for s in shards) if header else 0
+        first, last = info.state.first_seq or 1, info.state.last_seq or 0
+        # Every command removed from the log after what the snapshot covers must be an
+        # erased tenant's: the replay then rebuilds the others whole (and nothing of the
+        # erased ones, as the live state).
+        missing = missing_commands(first, last, info.state.messages or 0, covered)
         erased = await erased_commands(nc)
-        if removed > erased:
-            raise TruncatedLogError(info.state.first_seq or 1, removed - erased)
-        last = info.state.last_seq
-        total = info.state.messages
+        if missing > erased:
+            raise TruncatedLogError(first, missing - erased, covered)
+        start = max(first, covered + 1)
+        # Per shard, the commands at or before the snapshot's position are in it.
+        done_up_to = {s: header.replay_from(s) for s in shards} if header else {}
+        total = min(info.state.messages or 0, max(0, last - start + 1))
         if tenant:
             total = 0
             for subjects in (
@@ -204,13 +266,31 @@ async def rebuild(
             ):
                 filtered = await js.stream_info(naming.COMMAND_STREAM, subjects_filter=subjects)
                 total += sum((filtered.state.subjects or {}).values())
-        await _clear(redis, tenant)
-        if last:
+        restored = 0
+        if snapshot is not None:
+            work = Path(tempfile.mkdtemp(prefix="zeromem-rebuild-"))
+            try:
+                # fetched and checked before anything is cleared: a refusal changes nothing
+                path = work / "snapshot.zms"
+                await snapshot_store.fetch(js, snapshot, path)
+                prefix = scope_pattern(tenant).rstrip("*")
+                ours: Callable[[str], bool] = lambda name: name.startswith(prefix)  # noqa: E731
+                shredded = await snapshot_store.shredded_since(redis, path, ours)
+                if shredded:
+                    raise SnapshotPredatesShreddingError(snapshot.name, shredded)
+                await _clear(redis, tenant)
+                restored = await snapshot_store.restore(redis, path, ours)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+        else:
+            await _clear(redis, tenant)
+        if last >= start:
             await js.add_consumer(
                 naming.COMMAND_STREAM,
                 ConsumerConfig(
                     name=consumer,
-                    deliver_policy=DeliverPolicy.ALL,
+                    deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                    opt_start_seq=start,
                     ack_policy=AckPolicy.NONE,
                     filter_subjects=[
                         naming.command_tenant_subject(tenant),
@@ -247,6 +327,8 @@ async def rebuild(
                         continue  # never delivered to a shard, so never applied
                     if position > last:
                         break  # published after the rebuild began: the workers apply it
+                    if position <= done_up_to.get(shard % settings.shards, 0):
+                        continue  # in the snapshot already
                     by_shard.setdefault(shard, []).append(msg)
                 # Shards are independent (an owner lives in one): each is applied in order.
                 for shard, shard_msgs in by_shard.items():
@@ -283,4 +365,6 @@ async def rebuild(
         reaped,
         last,
         time.perf_counter() - started,
+        snapshot.name if snapshot is not None else "",
+        restored,
     )
