@@ -393,6 +393,11 @@ class WorkerService:
                 # A worker that stalled (SIGSTOP, a frozen host) asks before taking more
                 # commands; if it was replaced, its consumer is gone anyway.
                 await self.leases.confirm(shard)
+                if not (window.runnable or refusing) and window.unsettled():
+                    # Nothing to apply: acknowledge what is applied as soon as it is stored
+                    # (a stop or a handover right after would otherwise leave it to be
+                    # delivered again), waiting a moment at most for its publications.
+                    await self._await_stored(window)
                 room = limits.shard_window - window.commands
                 room_bytes = limits.shard_window_bytes - window.bytes
                 if room > 0 and room_bytes > 0:
@@ -512,6 +517,16 @@ class WorkerService:
             if feed is not None:
                 feed.nudge()
         self._blocked.clear()  # their next fetch does not wait either
+
+    async def _await_stored(self, window: ShardWindow) -> None:
+        """Wait (``SETTLE_POLL_S`` at most) for the publications of the oldest message
+        done, then acknowledge the prefix that is stored."""
+        head = window.head()
+        if head is not None:
+            waiting = [pub.ack for pub in head.pending if not pub.ack.done()]
+            if waiting:
+                await asyncio.wait(waiting, timeout=SETTLE_POLL_S)
+        await self._acknowledge(window)
 
     async def _acknowledge(self, window: ShardWindow) -> None:
         """Acknowledge the window's prefix of messages done and stored (their audit records
