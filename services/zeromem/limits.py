@@ -80,9 +80,14 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # Another tenant's command waits one round while the backlog ahead of it fits.
     shard_window: int = 65536
     shard_window_bytes: int = 8 * 1024 * 1024
-    # Commands of one tenant per apply round while other tenants' commands wait in the
-    # window; alone, a tenant gets whole rounds (``Settings.worker.batch_size``).
+    # One tenant's turn while other tenants have commands waiting (worker/fairness.py):
+    # a commit call of at most this many commands, and of this estimated Redis cost
+    # (``commit_cost`` units; the deficit round-robin's quantum: ~256 units is ~7 appends,
+    # ~1.3 ms of Redis and a few ms of the worker's CPU). Another tenant's command waits at
+    # most one such turn of each tenant with work. Alone, a tenant gets whole rounds
+    # (``Settings.worker.batch_size``, committed in calls of ``commit_cost``).
     tenant_round_share: int = 64
+    tenant_turn_cost: int = 256
 
     # Estimated Redis cost of one commit script call, in index writes (worker/commit_cost.py:
     # ~5 µs of Redis CPU each, so 4096 is a call of ~20 ms); a round is committed in calls
@@ -175,11 +180,14 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 self.tenant_in_flight_shared,
                 self.reads_in_flight,
                 self.message_attempts,
+                self.tenant_round_share,
+                self.tenant_turn_cost,
             )
             < 1
         ):
             raise ValueError(
-                "tenant_in_flight(_shared), reads_in_flight, message_attempts: at least 1"
+                "tenant_in_flight(_shared), reads_in_flight, message_attempts, "
+                "tenant_round_share, tenant_turn_cost: at least 1"
             )
 
 

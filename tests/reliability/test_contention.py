@@ -10,6 +10,7 @@ import time
 from tests.reliability.cluster import Cluster, scale
 from tests.reliability.history import History, Report, cas_increment, summarize, wait_idle
 from zeromem.bus import connect_nats, connect_redis
+from zeromem.limits import Limits
 from zeromem.schemas import Applied, decode_result, owner_of
 from zeromem.sdk import MemoryClient
 from zeromem.store.keys import RedisKeys
@@ -19,6 +20,11 @@ AGENTS = 32
 
 
 async def test_32_agents_compare_and_set_one_counter(cluster: Cluster, tenant: str) -> None:
+    # Every attempt's stored result is counted below: the tenant keeps them all here (a
+    # slow machine makes 130,000 conflicts and more, past the default retention).
+    cluster.settings = cluster.with_settings(
+        limits=Limits(idempotency_records=1_000_000, idempotency_bytes=512 * 1024 * 1024)
+    )
     await cluster.start_services(workers=1)
     per_agent = int(scale(15, 500))
     key = "task:hot:counter"

@@ -92,3 +92,18 @@ async def test_a_failed_send_is_counted_not_raised_in_the_background() -> None:
     for _ in range(10):  # a few turns of the loop: the flush task, and its yields
         await asyncio.sleep(0)
     assert batcher.unsent == 3
+
+
+def test_a_read_waits_only_on_shards_where_its_newest_write_has_no_result_yet() -> None:
+    """A write whose result came back is applied, and so is every earlier write of the
+    client on that shard (a worker applies a tenant's commands there in order): the read
+    does not wait on the shard's position, which another tenant's backlog may hold back."""
+    from zeromem.sdk.acks import AckCounter
+
+    acks = AckCounter(None, "_INBOX.x")  # type: ignore[arg-type]
+    acks.note_position(3, 10)
+    acks.note_position(5, 20)
+    acks.note_applied(3, 10)
+    assert acks.unapplied(3) is None and acks.unapplied(5) == 20 and acks.unapplied(7) is None
+    acks.note_position(3, 12)  # a later fire-and-forget write, not applied yet
+    assert acks.unapplied(3) == 12

@@ -1,8 +1,19 @@
-"""What the worker publishes stays under the broker's payload limit."""
+"""What the worker publishes stays under the broker's payload limit, and is stored: a
+publication whose acknowledgement fails or never comes is sent again."""
 
 from __future__ import annotations
 
-from zeromem.worker.outbox import fit
+import asyncio
+from types import SimpleNamespace
+
+import nats.errors
+import nats.js.errors
+
+from zeromem.lifecycle.redact import Redactor
+from zeromem.limits import Limits
+from zeromem.telemetry import Telemetry
+from zeromem.worker.applier import WorkerStats
+from zeromem.worker.outbox import RESEND_DELAY_S, Outbox, fit
 
 
 def test_fit_keeps_one_message_when_it_fits_and_halves_until_each_part_does() -> None:
@@ -25,3 +36,64 @@ def test_chunks_cut_by_count_and_by_size_in_order() -> None:
     assert chunks(items, 25, 100) == [items[0:2], items[2:4], items[4:6], items[6:7]]
     assert chunks([b"x" * 50], 25, 100) == [[b"x" * 50]]
     assert chunks([], 25, 100) == []
+
+
+class FakeJetStream:
+    """Publishes nothing: each publish_async hands out a future the test settles."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, dict[str, str]]] = []
+        self.acks: list[asyncio.Future[object]] = []
+
+    async def publish_async(self, subject: str, data: bytes, headers: dict[str, str]) -> object:
+        self.sent.append((subject, data, headers))
+        self.acks.append(asyncio.get_running_loop().create_future())
+        return self.acks[-1]
+
+
+def outbox(js: FakeJetStream, ack_wait_s: float = 30.0) -> Outbox:
+    nc = SimpleNamespace(max_payload=1024 * 1024, jetstream=lambda: js)
+    return Outbox(
+        nc,  # type: ignore[arg-type]
+        limits=Limits(message_attempts=2),
+        ack_wait_s=ack_wait_s,
+        redactor=Redactor(),
+        telemetry=Telemetry(),
+        stats=WorkerStats(),
+    )
+
+
+async def test_a_publication_is_confirmed_once_stored_and_sent_again_when_its_ack_fails() -> None:
+    js = FakeJetStream()
+    box = outbox(js)
+    pubs = [await box._publish_stored("audit.a", b"1", {"Nats-Msg-Id": "x"})]
+    assert not await box.confirm(pubs)  # not acknowledged yet: waits, sends nothing more
+    assert len(js.sent) == 1
+    js.acks[0].set_exception(nats.errors.TimeoutError())  # the broker did not answer
+    pubs[0].sent_at -= RESEND_DELAY_S
+    assert not await box.confirm(pubs)
+    assert js.sent[1] == js.sent[0]  # the same message, the same id: stored once
+    js.acks[1].set_result(object())
+    assert await box.confirm(pubs) and pubs == []
+
+
+async def test_a_publication_whose_ack_never_comes_is_sent_again_after_the_ack_wait() -> None:
+    js = FakeJetStream()
+    box = outbox(js, ack_wait_s=5.0)
+    pubs = [await box._publish_stored("dead.a", b"1", {})]
+    pubs[0].sent_at -= 6.0  # lost in a broker restart
+    assert not await box.confirm(pubs)
+    assert len(js.sent) == 2 and js.acks[0].cancelled()
+
+
+async def test_a_publication_the_broker_keeps_refusing_is_given_up_after_bounded_attempts() -> None:
+    js = FakeJetStream()
+    box = outbox(js)
+    pubs = [await box._publish_stored("audit.a", b"1", {})]
+    for n in range(2):
+        js.acks[n].set_exception(
+            nats.js.errors.BadRequestError(code=400, description="message size exceeds maximum")
+        )
+        pubs[0].sent_at -= RESEND_DELAY_S
+        confirmed = await box.confirm(pubs)
+    assert confirmed and len(js.sent) == 2  # sent twice (message_attempts), then dropped

@@ -44,6 +44,11 @@ class AckCounter:
         self._drained.set()
         self._sub: Any = None
         self.positions: dict[int, int] = {}  # shard -> newest acknowledged stream sequence
+        # shard -> newest sequence of this client's whose result came back: a worker
+        # applies a tenant's commands on a shard in their order, so every earlier write
+        # of this client there is applied (or refused) too, and a read need not wait on
+        # the shard's position for them (which another tenant's backlog may hold back).
+        self.applied: dict[int, int] = {}
         self._unacked: dict[int, int] = {}  # shard -> messages sent, not yet acknowledged
         self._settled: dict[int, asyncio.Event] = {}
 
@@ -98,6 +103,18 @@ class AckCounter:
         """A write of this client on ``shard`` was stored at ``sequence``."""
         if sequence > self.positions.get(shard, 0):
             self.positions[shard] = sequence
+
+    def note_applied(self, shard: int, sequence: int) -> None:
+        """A write of this client on ``shard``, stored at ``sequence``, has its result."""
+        if sequence > self.applied.get(shard, 0):
+            self.applied[shard] = sequence
+
+    def unapplied(self, shard: int) -> int | None:
+        """The position a read must wait for on ``shard`` (None: nothing to wait for)."""
+        position = self.positions.get(shard)
+        if position is None or position <= self.applied.get(shard, 0):
+            return None
+        return position
 
     def unacknowledged_shards(self) -> set[int]:
         return set(self._unacked)

@@ -440,6 +440,7 @@ class MemoryClient(ReadMethods):
             raise WaitTimeoutError(command.id, self.timeout) from None
         finally:
             self._waiting.pop(command.id, None)
+        self._acks.note_applied(naming.parse_command_subject(subject)[1], ack.seq)
         return Receipt(command.id, key, status_of(result), ack.seq, bool(ack.duplicate), result)
 
     def route(self, tenant: str, agent: str, key: str, importing: bool = False) -> tuple[str, bool]:

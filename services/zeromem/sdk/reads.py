@@ -97,7 +97,8 @@ class ReadMethods:
                 await asyncio.wait_for(asyncio.gather(*waits), self.timeout)
             except TimeoutError:
                 log.warning("read your writes: acknowledgements still missing; reading without")
-        return tuple((s, acks.positions[s]) for s in sorted(shards) if s in acks.positions)
+        after = ((s, acks.unapplied(s)) for s in sorted(shards))
+        return tuple((s, position) for s, position in after if position is not None)
 
     async def get(
         self, key: str, default: Any = _MISSING, *, slide: bool = True

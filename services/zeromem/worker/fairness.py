@@ -1,4 +1,4 @@
-"""Fair turns between tenants within one shard.
+"""Fair turns between tenants within one shard: per-tenant queues, deficit round-robin.
 
 A shard's commands arrive in one stream, every tenant's interleaved. Applied strictly in
 stream order, one tenant's backlog holds every other tenant's commands behind it: 60,000
@@ -7,34 +7,102 @@ writes from one tenant once delayed another tenant's single write on the same sh
 shard may serve tenants in turns, as long as each tenant's own commands keep their order.
 
 ``ShardWindow`` holds the messages a shard has fetched and not yet acknowledged, up to
-``Limits.shard_window`` commands read ahead. Each round takes, per tenant, its oldest
-messages up to ``Limits.tenant_round_share`` commands (whole messages, at least one)
-while other tenants have messages waiting; a tenant alone takes whole rounds. Another
-tenant's command therefore waits for at most one small round, whatever the backlog ahead
-of it within the window; within a round the lightest turns are applied first.
+``Limits.shard_window`` commands read ahead, and a queue per tenant of its messages still
+to apply. The shard applies one *call* at a time (``next_call``): commands of one tenant,
+taken in stream order, committed in one bounded script call. Tenants take turns by
+deficit round-robin on the commands' estimated Redis cost (``commit_cost``): each turn
+adds ``quantum`` to the tenant's allowance and its call takes commands while they fit.
+While other tenants are present a call is at most ``quantum`` (``Limits.tenant_turn_cost``)
+and ``share`` commands (``Limits.tenant_round_share``), so a tenant with a command
+waiting is served after at most one such call of each other tenant with work, however
+deep their backlogs; a tenant alone takes whole rounds (``most`` commands, committed in
+calls of bounded cost by the applier), as fast as the shard goes.
 
-Acknowledgements and the shard's recorded position stay cumulative: they only ever cover
-the window's done prefix (``finish``, ``positions``), never a message applied ahead of an
-older one still waiting, so a restart never skips a message that was passed over. (One
-applied ahead of the prefix comes again after a restart and is recognised by its command
-id, like any redelivery.)
+A call may stop in the middle of a batch message (its commands are admitted once, when
+the tenant's turn first reaches it, and queued): the message is applied once its last
+command is.
+
+What a call publishes (audit, dead letters) is not waited for before the next call; each
+message keeps the publications it is acknowledged after (``Held.pending``), and
+acknowledgements and the shard's recorded position stay cumulative: the position is a
+low-water mark (``next_call`` sets it on a message's last command: the end of the prefix
+of messages applied once that message is), and acknowledgements cover only the prefix
+whose publications are confirmed (``head``/``pop``), never a message applied ahead of an
+older one still waiting. A restart therefore never skips a message that was passed over;
+one applied ahead of the prefix comes again and is recognised by its command id, like any
+redelivery.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from nats.aio.msg import Msg
 
+from zeromem.worker.commit_cost import BASE, commit_cost
+from zeromem.worker.messages import Admitted, Dead
+
 # How long a tenant counts as present after its last message: while two tenants share a
-# shard, rounds stay small even at the instant one of them has nothing waiting, so that
+# worker, calls stay small even at the instant one of them has nothing waiting, so that
 # its next command does not arrive in the middle of a full round of the other's.
 PRESENCE_S = 1.0
 
 
-@dataclass(slots=True)
+class Presence:
+    """The tenants that had messages lately (within ``PRESENCE_S``), over every shard of a
+    worker: its shards share one event loop, where a large call of one shard holds up the
+    others as much as a call of its own."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, float] = {}  # tenant -> when its last message arrived
+
+    def seen(self, tenant: str, now: float) -> None:
+        self._seen[tenant] = now
+
+    def shared(self) -> bool:
+        """More than one tenant present."""
+        if len(self._seen) < 2:
+            return False
+        now = time.monotonic()
+        recent = {t: at for t, at in self._seen.items() if now - at < PRESENCE_S}
+        if len(recent) != len(self._seen):
+            self._seen = recent
+        return len(recent) > 1
+
+
+class TenantCalls:
+    """Commit calls in flight per tenant over a worker's shards. The shards share one
+    event loop (and, on a busy machine, a slice of a core): while tenants share the
+    worker (``Presence``) each has one call in flight at a time, so another tenant's call
+    runs beside at most one of a backlogged tenant's, not one per shard. A shard whose
+    tenants with work are all busy elsewhere waits, and is woken (``on_release``) when a
+    call ends."""
+
+    def __init__(self, presence: Presence, on_release: Callable[[], None]) -> None:
+        self.presence = presence
+        self.on_release = on_release
+        self._in_flight: dict[str, int] = {}
+
+    def busy(self, tenant: str) -> bool:
+        return tenant in self._in_flight and self.presence.shared()
+
+    def take(self, tenant: str) -> None:
+        self._in_flight[tenant] = self._in_flight.get(tenant, 0) + 1
+
+    def release(self, tenant: str) -> None:
+        left = self._in_flight[tenant] - 1
+        if left:
+            self._in_flight[tenant] = left
+        else:
+            del self._in_flight[tenant]
+            self.on_release()
+
+
+@dataclass(slots=True, eq=False)
 class Held:
     msg: Msg
     sequence: int
@@ -42,33 +110,79 @@ class Held:
     commands: int  # as the message says (Zm-Batch); admission checks it
     size: int
     since: float  # when it arrived, or was last reported in progress to the server
-    done: bool = False
+    done: bool = False  # applied or refused: nothing more of it to apply
+    # Its admitted commands not yet taken by a call (None: not admitted yet).
+    queued: deque[Admitted] | None = None
+    # What must be confirmed stored before it is acknowledged (the outbox's publications:
+    # audit records, dead letters), and whether some are still to be sent.
+    pending: list[Any] = field(default_factory=list)
+    sending: bool = False
+
+
+@dataclass(slots=True)
+class Call:
+    """One tenant's turn: commands to commit in one call, in stream order."""
+
+    tenant: str
+    commands: list[Admitted] = field(default_factory=list)
+    dead: list[Dead] = field(default_factory=list)  # refused on admission
+    touched: list[Held] = field(default_factory=list)  # messages it takes commands from
+    completed: list[Held] = field(default_factory=list)  # messages applied once it is
+    cost: int = 0
+
+    def groups(self) -> list[Call]:
+        """The call cut per message (to contain a failure to the message causing it)."""
+        out: list[Call] = []
+        for held in self.touched:
+            commands = [a for a in self.commands if a.msg is held.msg]
+            dead = [d for d in self.dead if d.msg is held.msg]
+            completed = [held] if held in self.completed else []
+            out.append(Call(self.tenant, commands, dead, [held], completed))
+        return out
+
+
+# Admits a held message: its commands, and the ones refused with their reason.
+Admit = Callable[[Held], tuple[list[Admitted], list[Dead]]]
 
 
 class ShardWindow:
-    def __init__(self) -> None:
-        self.held: deque[Held] = deque()  # in stream order, the done prefix already removed
+    def __init__(self, presence: Presence | None = None) -> None:
+        self.held: deque[Held] = deque()  # in stream order, the settled prefix removed
         self.commands = 0  # commands held, not yet applied
         self.bytes = 0
         self.newest = 0  # highest stream sequence seen this tenure
         self.acknowledged = 0  # highest stream sequence acknowledged
-        self._present: dict[str, float] = {}  # tenant -> when its last message arrived
+        self._queues: dict[str, deque[Held]] = {}  # per tenant, its messages to apply
+        self._ring: deque[str] = deque()  # tenants with messages to apply, in turn order
+        self._deficit: dict[str, int] = {}
+        self.presence = presence or Presence()  # a worker's shards share theirs
 
     def __len__(self) -> int:
         return len(self.held)
 
+    @property
+    def runnable(self) -> bool:
+        """Some tenant has commands to apply."""
+        return bool(self._ring)
+
     def add(self, msg: Msg, sequence: int, tenant: str, commands: int, done: bool = False) -> bool:
-        """Hold a fetched message (``done``: already dealt with, held only until the done
+        """Hold a fetched message (``done``: already dealt with, held only until the
         prefix reaches it); False for a redelivery of one already held or done."""
         if sequence <= self.newest:
             return False
         self.newest = sequence
         now = time.monotonic()
-        self.held.append(Held(msg, sequence, tenant, commands, len(msg.data), now, done))
-        self.bytes += len(msg.data)
+        held = Held(msg, sequence, tenant, commands, len(msg.data), now, done)
+        self.held.append(held)
+        self.bytes += held.size
         if not done:
             self.commands += commands
-            self._present[tenant] = now
+            self.presence.seen(tenant, now)
+            queue = self._queues.get(tenant)
+            if queue is None:
+                queue = self._queues[tenant] = deque()
+                self._ring.append(tenant)
+            queue.append(held)
         return True
 
     def waiting_since(self, before: float) -> list[Held]:
@@ -83,71 +197,142 @@ class ShardWindow:
                 out.append(held)
         return out
 
-    def select(self, batch_size: int, share: int) -> list[Held]:
-        """The next round: whole messages, each tenant's in stream order."""
-        waiting: dict[str, list[Held]] = {}
-        for held in self.held:
-            if not held.done:
-                waiting.setdefault(held.tenant, []).append(held)
-        if not waiting:
-            return []
-        if len(waiting) == 1 and not self._shared():
-            share = batch_size
-        turns: list[tuple[int, list[Held]]] = []
-        total = 0
-        # Tenants by their oldest waiting message: the one waiting longest is served first.
-        for messages in waiting.values():
-            taken = 0
-            turn: list[Held] = []
-            for held in messages:
-                if taken and taken + held.commands > share:
-                    break
-                turn.append(held)
-                taken += held.commands
-            turns.append((taken, turn))
-            total += taken
-            if total >= batch_size:
-                break
-        # Applied lightest turn first (ties: in that order): a round is committed in calls
-        # of bounded cost (worker/commit_cost.py), so a tenant with a command or two is not
-        # held behind every call of a backlogged tenant's share.
-        turns.sort(key=lambda taken_turn: taken_turn[0])
-        return [held for _, turn in turns for held in turn]
+    def next_call(
+        self,
+        admit: Admit,
+        *,
+        most: int,
+        share: int,
+        quantum: int,
+        busy: Callable[[str], bool] | None = None,
+    ) -> Call | None:
+        """The next tenant's turn (deficit round-robin by commit cost), or None when no
+        tenant has anything to apply, or only tenants ``busy`` elsewhere (their turn
+        waits). While tenants share the worker a call takes at most ``share`` commands
+        and ``quantum`` of cost (at least one command); a tenant alone takes up to
+        ``most`` commands."""
+        if not self._ring:
+            return None
+        alone = len(self._ring) == 1 and not self.presence.shared()
+        limit = most if alone else min(share, most)
+        passed = 0
+        while self._ring:
+            tenant = self._ring[0]
+            if busy is not None and busy(tenant):
+                passed += 1
+                if passed >= len(self._ring):
+                    return None
+                self._ring.rotate(-1)
+                continue
+            passed = 0
+            allowance = self._deficit.get(tenant, 0) + quantum
+            call = Call(tenant)
+            self._take(call, admit, limit, None if alone else allowance)
+            queue = self._queues[tenant]
+            if queue:
+                self._ring.rotate(-1)
+                # An allowance carries over to the next turn while the tenant has a
+                # backlog, never more than one quantum (nor debt beyond one command).
+                self._deficit[tenant] = max(-quantum, min(quantum, allowance - call.cost))
+            else:
+                self._ring.popleft()
+                del self._queues[tenant]
+                self._deficit.pop(tenant, None)
+            if call.commands or call.touched:
+                self._positions(call)
+                return call
+        return None
 
-    def positions(self, chosen: list[Held]) -> dict[int, int]:
-        """For each chosen message, the stream position the shard may record once it and
-        every chosen message before it are applied: the end of the done prefix then."""
-        out: dict[int, int] = {}
+    def _take(self, call: Call, admit: Admit, limit: int, allowance: int | None) -> None:
+        queue = self._queues[call.tenant]
+        if allowance is not None and allowance <= 0:
+            return  # in debt from an oversized command: this turn passes
+        while queue and len(call.commands) < limit:
+            held = queue[0]
+            if held.queued is None:
+                admitted, dead = admit(held)
+                held.queued = deque(admitted)
+                call.dead += dead
+                call.cost += BASE * len(dead)  # admission's work, counted like a command
+                call.touched.append(held)
+            elif not call.touched or call.touched[-1] is not held:
+                call.touched.append(held)
+            commands = held.queued
+            while commands and len(call.commands) < limit:
+                cost = commit_cost(commands[0].command)
+                if allowance is not None and call.commands and call.cost + cost > allowance:
+                    return
+                call.commands.append(commands.popleft())
+                call.cost += cost
+            if commands:
+                return
+            queue.popleft()
+            call.completed.append(held)
+            if allowance is not None and call.cost >= allowance:
+                return
+
+    def _positions(self, call: Call) -> None:
+        """Set the position each completed message's last command records: the end of the
+        prefix of applied messages once it (and the call's messages before it) are."""
+        if not call.completed:
+            return
+        ends: dict[int, int] = {}
         prefix = self.acknowledged
         ahead = iter(self.held)
         next_held = next(ahead, None)
         finished: set[int] = set()
-        for held in chosen:
-            finished.add(held.sequence)
-            while next_held is not None and (next_held.done or next_held.sequence in finished):
+        for held in call.completed:
+            finished.add(id(held))
+            while next_held is not None and (next_held.done or id(next_held) in finished):
                 prefix = next_held.sequence
                 next_held = next(ahead, None)
-            out[held.sequence] = prefix
-        return out
+            ends[id(held)] = prefix
+        for admitted in call.commands:
+            admitted.position = 0
+        last_of: dict[int, Admitted] = {}
+        for admitted in call.commands:
+            last_of[id(admitted.msg)] = admitted
+        for held in call.completed:
+            last = last_of.get(id(held.msg))
+            if last is not None:
+                last.position = ends[id(held)]
 
-    def finish(self, chosen: list[Held]) -> Held | None:
-        """Mark ``chosen`` applied; drop the done prefix and return its last message (the
-        one to acknowledge: the consumer's acknowledgements are cumulative), if any."""
-        for held in chosen:
-            if not held.done:
-                held.done = True
-                self.commands -= held.commands
-        last = None
-        while self.held and self.held[0].done:
-            last = self.held.popleft()
-            self.bytes -= last.size
-        if last is not None:
-            self.acknowledged = last.sequence
-        return last
+    def applied(self, call: Call) -> None:
+        """``call`` was committed: the messages it completed are done."""
+        for held in call.completed:
+            self._finish(held)
 
-    def _shared(self) -> bool:
-        now = time.monotonic()
-        recent = [t for t, at in self._present.items() if now - at < PRESENCE_S]
-        if len(recent) != len(self._present):
-            self._present = {t: self._present[t] for t in recent}
-        return len(recent) > 1
+    def give_up(self, held: Held) -> None:
+        """``held`` was dead-lettered whole: whatever of it is still queued is dropped."""
+        queue = self._queues.get(held.tenant)
+        if queue is not None and held in queue:
+            queue.remove(held)
+            if not queue:
+                del self._queues[held.tenant]
+                self._ring.remove(held.tenant)
+                self._deficit.pop(held.tenant, None)
+        held.queued = deque()
+        self._finish(held)
+
+    def _finish(self, held: Held) -> None:
+        if not held.done:
+            held.done = True
+            self.commands -= held.commands
+
+    def head(self) -> Held | None:
+        """The oldest message not yet acknowledged, if it is done (applied or refused)
+        and all it must wait for is sent (its publications may still be unconfirmed)."""
+        if self.held and self.held[0].done and not self.held[0].sending:
+            return self.held[0]
+        return None
+
+    def pop(self) -> Held:
+        """Drop the head (``head``), confirmed: acknowledged with the prefix it ends."""
+        held = self.held.popleft()
+        self.bytes -= held.size
+        self.acknowledged = held.sequence
+        return held
+
+    def unsettled(self) -> bool:
+        """Done messages wait for their publications to be confirmed."""
+        return bool(self.held) and self.held[0].done

@@ -12,6 +12,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -44,6 +45,23 @@ from zeromem.worker.messages import Admitted, Dead, subject_identity, tenant_lab
 
 log = logging.getLogger(__name__)
 
+# A publication whose acknowledgement failed is sent again after this long.
+RESEND_DELAY_S = 0.1
+
+
+@dataclass(slots=True, eq=False)
+class Publication:
+    """A message published to a stream whose acknowledgement is awaited later (the shard
+    goes on meanwhile): kept whole, so that one whose acknowledgement failed or never
+    came is sent again under the same message id (stored once)."""
+
+    subject: str
+    data: bytes
+    headers: dict[str, str]
+    ack: asyncio.Future[PubAck]
+    sent_at: float
+    attempts: int = 0  # acknowledgements that failed other than by an outage
+
 
 class Outbox:
     def __init__(
@@ -74,6 +92,66 @@ class Outbox:
             64 * 1024, (getattr(nc, "max_payload", 0) or 1024 * 1024) - 64 * 1024
         )
 
+    async def _publish_stored(
+        self, subject: str, data: bytes, headers: dict[str, str]
+    ) -> Publication:
+        """Publish to a stream; the acknowledgement is the caller's to confirm."""
+        ack = await self.js.publish_async(subject, data, headers=headers)
+        return Publication(subject, data, headers, ack, time.monotonic())
+
+    async def confirm(self, publications: list[Publication]) -> bool:
+        """Whether every one of ``publications`` is stored; the stored ones are removed
+        from the list. One whose acknowledgement failed is sent again (same message id:
+        stored once) after ``RESEND_DELAY_S``, one whose acknowledgement has not come
+        within the ack wait (lost in a broker restart) at once; while the broker is
+        unreachable, at the next check after that delay. One the broker keeps refusing
+        for another reason is given up after ``Limits.message_attempts`` (logged): a
+        record is lost, the shard goes on."""
+        now = time.monotonic()
+        confirmed = True
+        for n, pub in enumerate(publications):
+            ack = pub.ack
+            if not ack.done():
+                if now - pub.sent_at < self.ack_wait_s:
+                    confirmed = False
+                    continue
+                ack.cancel()  # frees its place among the client's pending publishes
+            elif ack.cancelled() or (
+                (exc := ack.exception()) is not None and classify(exc) is Fault.OUTAGE
+            ):
+                if now - pub.sent_at < RESEND_DELAY_S:
+                    confirmed = False
+                    continue
+            elif exc is not None:
+                pub.attempts += 1
+                if pub.attempts >= self.limits.message_attempts:
+                    self._log.error(
+                        ("unstored", type(exc)),
+                        "%s refused %d times, given up: %s",
+                        pub.subject,
+                        pub.attempts,
+                        describe(exc),
+                    )
+                    continue
+            else:
+                continue  # stored
+            confirmed = False
+            try:
+                again = await self._publish_stored(pub.subject, pub.data, pub.headers)
+            except Exception as exc:
+                if classify(exc) is not Fault.OUTAGE:
+                    raise
+                self._log.warning(
+                    ("resend", type(exc)), "%s not stored yet: %s", pub.subject, describe(exc)
+                )
+                pub.sent_at = now  # its ack is done (failed or cancelled): tried again later
+                continue
+            again.attempts = pub.attempts
+            publications[n] = again
+        if confirmed:
+            publications.clear()
+        return confirmed
+
     def prepare(self, item: Admitted, result: Result) -> None:
         """Encode a decided command's result and build its audit entry before the commit
         (what is published after it, if the commit keeps this result). Raises
@@ -99,9 +177,10 @@ class Outbox:
 
     async def publish_audit(
         self, shard: int, batch: list[Admitted], results: list[Result | None]
-    ) -> list[asyncio.Future[PubAck]]:
+    ) -> list[Publication]:
         """One audit message per tenant in the batch (nearly always one): every applied,
-        conflicting and rejected command, redacted."""
+        conflicting and rejected command, redacted. Returns them, to be confirmed before
+        the batch's messages are acknowledged."""
         by_tenant: dict[str, list[object]] = {}
         for item, result in zip(batch, results, strict=True):
             if result is None:
@@ -113,6 +192,9 @@ class Outbox:
             entries.append(entry or self.entry_of(item, result))
         acks = []
         last_sequence = batch[-1].sequence if batch else 0
+        # A batch message may be applied over several calls: each call's record is named
+        # by its last command (sequence and place in its message).
+        last_index = (batch[-1].index or 0) if batch else 0
         for tenant, entries in by_tenant.items():
             # Several messages when one would pass the broker's payload limit (a batch of
             # batch messages can hold thousands of commands).
@@ -123,12 +205,13 @@ class Outbox:
             )
             for n, data in enumerate(parts):
                 # a batch retried after a lost ack is recorded once
-                once = naming.audit_dedupe_id(tenant, shard, last_sequence, n)
+                part = last_index + n * (self.limits.batch_commands + 1)
+                once = naming.audit_dedupe_id(tenant, shard, last_sequence, part)
                 acks.append(
-                    await self.js.publish_async(
+                    await self._publish_stored(
                         naming.audit_write_subject(tenant, shard),
                         data,
-                        headers={naming.MSG_ID_HEADER: once},
+                        {naming.MSG_ID_HEADER: once},
                     )
                 )
         return acks
@@ -243,11 +326,11 @@ class Outbox:
 
     async def dead_letter(self, shard: int, dead: list[Dead]) -> None:
         """Dead-letter ``dead`` and wait until the stream has stored them."""
-        acks = await self.send_dead_letters(shard, dead)
+        sent = await self.send_dead_letters(shard, dead)
         # stored before the originals are acked: nothing is lost (bounded, like the audit)
-        await asyncio.wait_for(asyncio.gather(*acks), self.ack_wait_s)
+        await asyncio.wait_for(asyncio.gather(*(pub.ack for pub in sent)), self.ack_wait_s)
 
-    async def send_dead_letters(self, shard: int, dead: list[Dead]) -> list[asyncio.Future[PubAck]]:
+    async def send_dead_letters(self, shard: int, dead: list[Dead]) -> list[Publication]:
         """Publish ``dead`` (each with its audit record); returns the acknowledgements to
         wait for before the originals are acknowledged."""
         now = time.time()
@@ -271,7 +354,7 @@ class Outbox:
                 reason += f" (raw bytes cut to the first {self.payload_limit} of {len(raw)})"
                 raw = raw[: self.payload_limit]
             acks.append(
-                await self.js.publish_async(
+                await self._publish_stored(
                     naming.dead_letter_subject(tenant, shard),
                     encode(
                         DeadLetter(
@@ -283,7 +366,7 @@ class Outbox:
                             batch_index=letter.index,
                         )
                     ),
-                    headers={
+                    {
                         naming.DEAD_REASON_HEADER: _header_text(letter.reason),
                         naming.MSG_ID_HEADER: once,
                     },  # once, even when retried
@@ -322,10 +405,10 @@ class Outbox:
                 # Parts after the first: past the index range a batch message can have.
                 part = (last.index or 0) + 1 + n * (self.limits.batch_commands + 1)
                 acks.append(
-                    await self.js.publish_async(
+                    await self._publish_stored(
                         naming.audit_write_subject(tenant, shard),
                         data,
-                        headers={
+                        {
                             naming.MSG_ID_HEADER: naming.audit_dedupe_id(
                                 tenant, shard, last.sequence, part, kind="dead"
                             )

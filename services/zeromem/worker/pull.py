@@ -108,6 +108,12 @@ class PullFeed:
         self._interrupted = True
         self._wake()
 
+    def nudge(self) -> None:
+        """End the fetch in flight now (it returns what is in hand, or raises
+        ``TimeoutError``): the shard has something else to do. Its request may still
+        deliver; what it brings is returned by the next fetch, in order."""
+        self._wake()
+
     def _take(self, batch: int) -> list[Msg]:
         msgs = self._msgs
         if len(msgs) <= batch:

@@ -38,13 +38,12 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
 
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import PubAck
 from opentelemetry import propagate
 from opentelemetry.trace import SpanKind
 from redis.asyncio import Redis
@@ -65,7 +64,7 @@ from zeromem.settings import Settings
 from zeromem.telemetry import Telemetry, configure_telemetry
 from zeromem.worker.applier import Applier, RedisBehindError
 from zeromem.worker.engine import Engine
-from zeromem.worker.fairness import ShardWindow
+from zeromem.worker.fairness import Call, Held, Presence, ShardWindow, TenantCalls
 from zeromem.worker.faults import Fault, classify, describe
 from zeromem.worker.intake import ENVELOPE_ALLOWANCE
 from zeromem.worker.jobs import report_lag, run_archiver, run_reaper
@@ -80,7 +79,7 @@ from zeromem.worker.messages import (
     delivery_sequence,
     stream_position,
 )
-from zeromem.worker.outbox import Outbox
+from zeromem.worker.outbox import Outbox, Publication
 from zeromem.worker.pull import PullFeed
 from zeromem.worker.store import Store
 
@@ -88,6 +87,16 @@ log = logging.getLogger(__name__)
 
 # An idle shard's first pull waits this long (then longer, up to ``idle_pull_s``).
 FIRST_IDLE_PULL_S = 0.5
+# With nothing to apply but publications to confirm, the shard looks at them this often
+# (a new command wakes its fetch at once; only the acknowledgement of what is already
+# applied and published waits, so polling more often would spend a pull request per
+# look for nothing).
+SETTLE_POLL_S = 0.02
+# A shard whose tenants' calls are all in flight on other shards waits at most this long
+# for one to end (it is woken when one does).
+BLOCKED_WAIT_S = 0.05
+# Dead letters of messages refused over quota sent per turn of the shard's loop.
+REFUSALS_PER_TURN = 16
 
 
 class WorkerService:
@@ -182,6 +191,13 @@ class WorkerService:
         self._log = BoundedLog(log, self.limits.log_interval_s)
         # Commands per second of each tenant on each shard (0: no quota).
         self._command_quota = RateQuota(self.limits.tenant_commands_per_s)
+        # The tenants writing to any of this worker's shards lately: its shards share one
+        # event loop, so while two tenants are active every shard's calls stay small.
+        self._presence = Presence()
+        # ... and while they do, one commit call in flight per tenant (``TenantCalls``);
+        # the shards waiting for a busy tenant's call to end are woken when one does.
+        self._calls = TenantCalls(self._presence, self._wake_blocked)
+        self._blocked: set[int] = set()
 
     @property
     def owned(self) -> set[int]:
@@ -349,7 +365,7 @@ class WorkerService:
         self._feeds[shard] = feed
         keeper = asyncio.create_task(self.leases.keep(shard))
         keeper.add_done_callback(lambda _: feed.interrupt())  # a lost lease: stop waiting
-        window = ShardWindow()
+        window = ShardWindow(self._presence)
         limits = self.limits
         batch_size = self.settings.worker.batch_size
         # Commands and bytes per message seen so far here (batch messages carry many): how
@@ -360,12 +376,16 @@ class WorkerService:
         # it does not deliver them again while they wait for their tenant's turn.
         ack_wait = self.settings.bus.ack_wait_s
         renewed_at = time.monotonic()
-        refusals: list[asyncio.Future[PubAck]] = []  # dead letters of messages over quota
+        # Messages refused over their tenant's quota, their dead letters not sent yet: a
+        # few per turn (``REFUSALS_PER_TURN``), between calls, so that a flood of them does
+        # not hold another tenant's call.
+        refusing: deque[tuple[Held, Dead]] = deque()
         next_delivery = 1  # the consumer is new: its deliveries count from 1
         # How long an empty window waits for the next command: doubled while the shard
         # stays idle, up to ``idle_pull_s``. The server answers the moment a command comes,
         # so waiting longer costs no latency; it spares an idle shard's requests.
         idle_wait = FIRST_IDLE_PULL_S
+        admit = functools.partial(self._admit_held, shard)
         try:
             while not self._stopping.is_set() and shard not in self._letting_go:
                 if keeper.done():
@@ -373,6 +393,11 @@ class WorkerService:
                 # A worker that stalled (SIGSTOP, a frozen host) asks before taking more
                 # commands; if it was replaced, its consumer is gone anyway.
                 await self.leases.confirm(shard)
+                if not (window.runnable or refusing) and window.unsettled():
+                    # Nothing to apply: acknowledge what is applied as soon as it is stored
+                    # (a stop or a handover right after would otherwise leave it to be
+                    # delivered again), waiting a moment at most for its publications.
+                    await self._await_stored(window)
                 room = limits.shard_window - window.commands
                 room_bytes = limits.shard_window_bytes - window.bytes
                 if room > 0 and room_bytes > 0:
@@ -384,9 +409,16 @@ class WorkerService:
                             room_bytes * seen_msgs // seen_bytes,
                         ),
                     )
+                    if refusing or (window.runnable and shard not in self._blocked):
+                        wait = 0.001  # with work in hand, only what is there now
+                    elif shard in self._blocked:
+                        wait = BLOCKED_WAIT_S  # woken when a call ends elsewhere
+                    elif len(window):
+                        wait = SETTLE_POLL_S  # publications to confirm: look again soon
+                    else:
+                        wait = idle_wait
                     try:
-                        # With messages in hand, only what is there now: no waiting.
-                        msgs = await feed.fetch(wanted, timeout=0.001 if len(window) else idle_wait)
+                        msgs = await feed.fetch(wanted, timeout=wait)
                         idle_wait = FIRST_IDLE_PULL_S
                     except TimeoutError:
                         msgs = []
@@ -401,57 +433,75 @@ class WorkerService:
                                 f"arrived (the next one was {delivered})"
                             )
                         next_delivery += 1
-                    over_quota: list[Dead] = []
                     for msg in msgs:
                         seq, _ = stream_position(msg.reply)
                         count = declared_commands(msg)
                         tenant = naming.tenant_of_command_subject(msg.subject)
                         # Over its rate, a tenant's message is refused before it takes a
-                        # place in the window or a turn: its backlog holds nobody up.
+                        # place in a tenant's queue or a turn: its backlog holds nobody up.
                         refused = not self._command_quota.take((shard, tenant), count)
                         if not window.add(msg, seq, tenant, count, done=refused):
                             if seq <= window.acknowledged:  # done; its ack was lost: again
                                 await msg.ack()
                             continue
                         if refused:
-                            over_quota.append(
-                                Dead(
-                                    msg,
-                                    msg.data,
-                                    refusal(
-                                        "tenant_commands_per_s",
-                                        f"tenant {tenant!r} is over "
-                                        f"{limits.tenant_commands_per_s:g} commands/s on "
-                                        f"shard {shard}; "
-                                        f"{count} command(s) refused",
-                                    ),
-                                    seq,
-                                )
+                            held = window.held[-1]
+                            held.sending = True
+                            reason = refusal(
+                                "tenant_commands_per_s",
+                                f"tenant {tenant!r} is over "
+                                f"{limits.tenant_commands_per_s:g} commands/s on "
+                                f"shard {shard}; {count} command(s) refused",
                             )
+                            refusing.append((held, Dead(msg, msg.data, reason, seq)))
                         seen_msgs += 1
                         seen_commands += count
                         seen_bytes += len(msg.data)
-                    if over_quota:
-                        # Stored before the window's prefix is acknowledged; no round waits.
-                        refusals += await self.outbox.send_dead_letters(shard, over_quota)
+                if refusing:
+                    turn = [
+                        refusing.popleft() for _ in range(min(len(refusing), REFUSALS_PER_TURN))
+                    ]
+                    sent = await self.outbox.send_dead_letters(shard, [dead for _, dead in turn])
+                    for held, _ in turn:
+                        held.pending = sent
+                        held.sending = False
                 if time.monotonic() - renewed_at > ack_wait / 4:
                     renewed_at = time.monotonic()
                     for held in window.waiting_since(renewed_at - ack_wait / 2):
                         await held.msg.in_progress()
-                chosen = window.select(batch_size, limits.tenant_round_share)
-                if chosen:
-                    await self._process_contained(
-                        shard, [h.msg for h in chosen], window.positions(chosen)
-                    )
-                last = window.finish(chosen)  # also what was refused on arrival
-                if last is not None:
-                    if refusals:
-                        await asyncio.wait_for(asyncio.gather(*refusals), ack_wait)
-                        refusals = []
-                    await last.msg.ack()  # AckPolicy.ALL: the whole done prefix
+                call = window.next_call(
+                    admit,
+                    most=batch_size,
+                    share=limits.tenant_round_share,
+                    quantum=limits.tenant_turn_cost,
+                    busy=self._calls.busy,
+                )
+                if call is not None:
+                    self._blocked.discard(shard)
+                    self._calls.take(call.tenant)
+                    try:
+                        await self._call_contained(shard, window, call)
+                    finally:
+                        self._calls.release(call.tenant)
+                elif window.runnable:
+                    self._blocked.add(shard)  # its tenants' calls are in flight elsewhere
+                else:
+                    self._blocked.discard(shard)
+                await self._acknowledge(window)
+            if shard in self._letting_go:
+                # Handing the shard over: what it applied is acknowledged once stored.
+                while refusing:
+                    held, dead = refusing.popleft()
+                    held.pending = await self.outbox.send_dead_letters(shard, [dead])
+                    held.sending = False
+                deadline = time.monotonic() + ack_wait
+                while window.unsettled() and time.monotonic() < deadline:
+                    await self._acknowledge(window)
+                    await asyncio.sleep(SETTLE_POLL_S)
         finally:
             self._consumers.pop(shard, None)
             self._feeds.pop(shard, None)
+            self._blocked.discard(shard)
             keeper.cancel()
             with contextlib.suppress(BaseException):
                 await keeper
@@ -460,18 +510,48 @@ class WorkerService:
                 await asyncio.wait_for(feed.stop(), 1.0)
             await self.leases.release(shard)
 
-    async def _process_contained(
-        self, shard: int, msgs: list[Msg], positions: dict[int, int] | None = None
-    ) -> int:
-        """``process`` the round until it is done, containing what goes wrong (see the
-        module's docstring); returns how many commands the messages carried."""
+    def _wake_blocked(self) -> None:
+        """A tenant's call ended: the shards waiting for it fetch no longer."""
+        for shard in self._blocked:
+            feed = self._feeds.get(shard)
+            if feed is not None:
+                feed.nudge()
+        self._blocked.clear()  # their next fetch does not wait either
+
+    async def _await_stored(self, window: ShardWindow) -> None:
+        """Wait (``SETTLE_POLL_S`` at most) for the publications of the oldest message
+        done, then acknowledge the prefix that is stored."""
+        head = window.head()
+        if head is not None:
+            waiting = [pub.ack for pub in head.pending if not pub.ack.done()]
+            if waiting:
+                await asyncio.wait(waiting, timeout=SETTLE_POLL_S)
+        await self._acknowledge(window)
+
+    async def _acknowledge(self, window: ShardWindow) -> None:
+        """Acknowledge the window's prefix of messages done and stored (their audit records
+        and dead letters confirmed): one cumulative acknowledgement (AckPolicy.ALL)."""
+        last: Held | None = None
+        while (head := window.head()) is not None:
+            if head.pending and not await self.outbox.confirm(head.pending):
+                break
+            last = window.pop()
+        if last is not None:
+            await last.msg.ack()
+
+    def _admit_held(self, shard: int, held: Held) -> tuple[list[Admitted], list[Dead]]:
+        return self.admit(shard, [held.msg])
+
+    async def _call_contained(self, shard: int, window: ShardWindow, call: Call) -> None:
+        """Run ``call`` until it is done, containing what goes wrong (see the module's
+        docstring), and mark what it applied in ``window``."""
         outage_delay = 0.05
         attempts = 0
         while True:
             if self._stopping.is_set():
                 raise asyncio.CancelledError
             try:
-                return await self.process(shard, msgs, ack=False, positions=positions)
+                sent = await self.run_call(shard, call)
             except (LeaseLostError, RedisBehindError, asyncio.CancelledError):
                 raise
             except Exception as exc:
@@ -479,7 +559,7 @@ class WorkerService:
                 if fault is Fault.OUTAGE:
                     if isinstance(exc, RedisError):
                         await self.applier.check_not_behind(shard)
-                    # Retry this same round, for as long as the outage lasts: moving on
+                    # Retry this same call, for as long as the outage lasts: moving on
                     # would apply a later command of an owner before an earlier one. Every
                     # commit is idempotent, so a retry is safe.
                     self._log.warning(
@@ -491,23 +571,25 @@ class WorkerService:
                     await asyncio.sleep(outage_delay)
                     outage_delay = min(outage_delay * 2, 2.0)
                     continue
-                if len(msgs) > 1:
+                if len(call.touched) > 1:
                     # Whichever message caused it, each alone: the others go on.
                     self._log.warning(
                         ("split", shard, type(exc)),
                         "shard %d: a batch of %d messages failed (%s); processing them one by one",
                         shard,
-                        len(msgs),
+                        len(call.touched),
                         describe(exc),
                         exc_info=exc,
                     )
-                    total = 0
-                    for msg in msgs:
-                        total += await self._process_contained(shard, [msg], positions)
-                    return total
+                    for group in call.groups():
+                        await self._call_contained(shard, window, group)
+                    return
                 attempts += 1
                 if attempts >= self.limits.message_attempts:
-                    return await self._give_up(shard, msgs[0], exc, attempts)
+                    held = call.touched[0]
+                    await self._give_up(shard, held, exc, attempts)
+                    window.give_up(held)
+                    return
                 self._log.warning(
                     ("retry", shard, type(exc)),
                     "shard %d: a message failed (%s); attempt %d of %d",
@@ -517,10 +599,15 @@ class WorkerService:
                     self.limits.message_attempts,
                 )
                 await asyncio.sleep(self.limits.attempt_backoff_s * 2 ** (attempts - 1))
+                continue
+            for held in call.touched:
+                held.pending += sent
+            window.applied(call)
+            return
 
-    async def _give_up(self, shard: int, msg: Msg, exc: BaseException, attempts: int) -> int:
+    async def _give_up(self, shard: int, held: Held, exc: BaseException, attempts: int) -> None:
         """Dead-letter a message that kept failing, whole (raw bytes kept), with the error."""
-        seq, _ = stream_position(msg.reply)
+        msg, seq = held.msg, held.sequence
         reason = f"internal: failed {attempts} times, dead-lettered whole: {describe(exc)}"
         self._log.error(
             ("give-up", shard, type(exc)),
@@ -530,44 +617,31 @@ class WorkerService:
             reason,
             exc_info=exc,
         )
-        await self.outbox.dead_letter(shard, [Dead(msg, msg.data, reason, seq)])
-        return 1
+        held.pending += await self.outbox.send_dead_letters(
+            shard, [Dead(msg, msg.data, reason, seq)]
+        )
 
-    # --- one batch -----------------------------------------------------------------------
+    # --- one call ------------------------------------------------------------------------
 
-    async def process(
-        self,
-        shard: int,
-        msgs: Sequence[Msg],
-        ack: bool = True,
-        positions: dict[int, int] | None = None,
-    ) -> int:
-        """Admit, apply, report and (``ack``) acknowledge ``msgs``; returns how many
-        commands they carried. ``positions``: per message (by stream sequence), the
-        position the shard may record once it is applied (default: its own sequence)."""
-        admitted, dead = self.admit(shard, msgs, positions)
-        dead_acks: list[asyncio.Future[PubAck]] = []
-        if dead:
-            # Their acknowledgements are awaited with the audit's: the commands around them
-            # do not wait for a round trip first.
-            dead_acks = await self.outbox.send_dead_letters(shard, dead)
+    async def run_call(self, shard: int, call: Call) -> list[Publication]:
+        """Apply ``call``'s commands, publish their results (to waiting callers and the
+        change feed) and send their audit records and dead letters; returns what was sent
+        to a stream, to be confirmed before the messages are acknowledged (the next call
+        does not wait for it)."""
+        sent: list[Publication] = []
+        if call.dead:
+            sent += await self.outbox.send_dead_letters(shard, call.dead)
         started_ns = time.time_ns()
+        admitted = call.commands
+        if not admitted:  # every command of its message refused on admission
+            return sent
         results, failed, tally = await self.applier.apply(shard, admitted)
-        # The audit record goes out first and is awaited after the results are published:
-        # its round trip overlaps theirs, and the batch is acked only once it is stored.
-        audit_acks = dead_acks + await self.outbox.publish_audit(shard, admitted, results)
+        sent += await self.outbox.publish_audit(shard, admitted, results)
         await self.outbox.publish_results(shard, admitted, results)
-        if audit_acks:
-            # Bounded: an acknowledgement lost in a broker restart must not hang the shard
-            # (its lease would be renewed for ever). A timeout retries the batch in place.
-            await asyncio.wait_for(asyncio.gather(*audit_acks), self.settings.bus.ack_wait_s)
         if failed:
-            await self.outbox.dead_letter(shard, failed)
-        if msgs and ack:
-            await msgs[-1].ack()  # AckPolicy.ALL: acknowledges the whole batch
-        commands = len(admitted) + len(dead)
-        self._record_batch(commands, admitted, results, started_ns, tally)
-        return commands
+            sent += await self.outbox.send_dead_letters(shard, failed)
+        self._record_batch(len(admitted) + len(call.dead), admitted, results, started_ns, tally)
+        return sent
 
     def admit(
         self, shard: int, msgs: Sequence[Msg], positions: dict[int, int] | None = None
