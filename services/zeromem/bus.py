@@ -22,6 +22,7 @@ from nats.js.api import (
     ConsumerInfo,
     DeliverPolicy,
     DiscardPolicy,
+    KeyValueConfig,
     RetentionPolicy,
     StorageType,
     StreamConfig,
@@ -232,6 +233,30 @@ def audit_stream_config(settings: Settings) -> StreamConfig:
     )
 
 
+def erasure_bucket_config(settings: Settings) -> KeyValueConfig:
+    """The record of tenant erasures (``lifecycle.erasure``): the latest record of each
+    erased tenant, at most ``erasures_max_bytes`` (full, the bucket refuses a new record
+    and ``erase-tenant`` fails naming the setting)."""
+    return KeyValueConfig(
+        bucket=naming.ERASURE_BUCKET,
+        history=1,
+        storage=StorageType.FILE,
+        max_bytes=settings.bus.erasures_max_bytes or -1,
+        replicas=settings.bus.stream_replicas,
+    )
+
+
+async def _ensure_erasure_bucket(js: JetStreamContext, settings: Settings) -> None:
+    config = erasure_bucket_config(settings)
+    try:
+        info = await js.stream_info(f"KV_{naming.ERASURE_BUCKET}")
+    except NotFoundError:
+        await js.create_key_value(config=config)
+        return
+    if info.config.max_bytes != config.max_bytes:
+        await js.update_stream(replace(info.config, max_bytes=config.max_bytes))
+
+
 def shard_consumer_config(settings: Settings, name: str, shard: int, after: int) -> ConsumerConfig:
     """A shard consumer delivering the shard's commands from stream sequence ``after + 1``
     (everything when ``after`` is 0)."""
@@ -383,3 +408,4 @@ async def provision(js: JetStreamContext, settings: Settings) -> None:
                     ) from exc
                 log.info("JetStream not ready yet (%s); waiting", exc or type(exc).__name__)
                 await asyncio.sleep(0.5)
+    await _ensure_erasure_bucket(js, settings)

@@ -86,6 +86,11 @@ class BusSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     # ... and how much of it is kept at most (events carry the memory: a busy fleet would
     # otherwise fill the disk within the age limit); the oldest events go first.
     change_max_bytes: int = 1 << 30
+    # The record of tenant erasures (ZM_ERASURES, one small record per erased tenant):
+    # what lets a rebuild tell a log missing an erased tenant's commands from a truncated
+    # one. Full, erase-tenant is refused before it purges anything (rather than an old
+    # record dropped); 16 MiB holds about 15,000 erased tenants at the room one takes.
+    erasures_max_bytes: int = 16 << 20
 
     @property
     def nats_servers(self) -> list[str]:

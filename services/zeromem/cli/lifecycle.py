@@ -374,7 +374,7 @@ def _list_snapshots(args: argparse.Namespace, settings: Any) -> int:
 
 def cmd_erase_tenant(args: argparse.Namespace) -> int:
     from zeromem.bus import connect_nats, connect_redis
-    from zeromem.lifecycle.erasure import erase_tenant
+    from zeromem.lifecycle.erasure import ErasureRecordRefusedError, erase_tenant
 
     if not args.yes:
         raise CliError(
@@ -394,7 +394,10 @@ def cmd_erase_tenant(args: argparse.Namespace) -> int:
             await nc.drain()
             await redis.aclose()
 
-    erasure = asyncio.run(run())
+    try:
+        erasure = asyncio.run(run())
+    except ErasureRecordRefusedError as exc:
+        raise CliError(str(exc), "then run erase-tenant again", EXIT_FAILED) from None
     return print_report(
         args,
         erasure,

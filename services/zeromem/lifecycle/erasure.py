@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nats.aio.client import Client as NatsClient
-from nats.js.errors import BucketNotFoundError, NotFoundError
+from nats.js.errors import BucketNotFoundError, NoKeysError, NotFoundError
 from redis.asyncio import Redis
 
 from zeromem import naming
@@ -62,6 +62,7 @@ def tenant_sets() -> list[str]:
 
 
 async def erase_tenant(nc: NatsClient, redis: Redis, tenant: str) -> Erasure:
+    await _check_room(nc)
     purged = {
         stream: sum([await _purge(nc, stream, subject) for subject in subjects])
         for stream, subjects in (
@@ -120,6 +121,10 @@ async def _purge(nc: NatsClient, stream: str, subject: str) -> int:
     return int(answer.get("purged", 0))
 
 
+class ErasureRecordRefusedError(RuntimeError):
+    """The record of erasures is full (``ZEROMEM_ERASURES_MAX_BYTES``)."""
+
+
 async def _record(nc: NatsClient, tenant: str, commands: int) -> None:
     js = nc.jetstream()
     try:
@@ -129,6 +134,27 @@ async def _record(nc: NatsClient, tenant: str, commands: int) -> None:
     earlier = await _erased(bucket, tenant)
     record = {"commands": earlier + commands, "at": time.time()}
     await bucket.put(tenant, json.dumps(record).encode())
+
+
+# Room the record of one erasure takes in the bucket, at most (a JetStream message's
+# headers and subject around a tenant name and a short JSON record).
+_RECORD_ROOM = 1024
+
+
+async def _check_room(nc: NatsClient) -> None:
+    """Refuse an erasure whose record would not fit (``ZEROMEM_ERASURES_MAX_BYTES``),
+    before anything is purged: a purge without its record would make a rebuild refuse
+    the log as truncated."""
+    try:
+        info = await nc.jetstream().stream_info(f"KV_{naming.ERASURE_BUCKET}")
+    except NotFoundError:
+        return  # made with the first record
+    cap = info.config.max_bytes or -1
+    if cap > 0 and info.state.bytes + _RECORD_ROOM > cap:
+        raise ErasureRecordRefusedError(
+            f"the record of erasures holds {info.state.bytes} of its {cap} bytes "
+            "(ZEROMEM_ERASURES_MAX_BYTES): raise it; nothing was erased"
+        )
 
 
 async def _erased(bucket: object, tenant: str) -> int:
@@ -149,6 +175,6 @@ async def erased_commands(nc: NatsClient) -> int:
         return 0
     try:
         tenants = await bucket.keys()
-    except NotFoundError:  # nats-py: an empty bucket has no keys to list
+    except (NotFoundError, NoKeysError):  # nats-py: an empty bucket has no keys to list
         return 0
     return sum([await _erased(bucket, tenant) for tenant in tenants])

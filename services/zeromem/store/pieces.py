@@ -8,11 +8,15 @@ commands together), and a scan visits every master (``store.keys.Layout``).
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import heapq
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from zeromem.store.keys import layout
 from zeromem.store.replies import as_text
@@ -64,8 +68,28 @@ async def rewrite_append_only_files(redis: Redis) -> None:
     """BGREWRITEAOF on the server, or on every master of a cluster (what an erasure needs
     so that no old append-only file still holds the erased keys)."""
     if not layout().cluster:
-        await redis.bgrewriteaof()
+        await _rewrite_after_any_running(redis.bgrewriteaof)
         return
     cluster: Any = redis
     for node in cluster.get_primaries():
-        await cluster.bgrewriteaof(target_nodes=node)
+        await _rewrite_after_any_running(functools.partial(cluster.bgrewriteaof, target_nodes=node))
+
+
+# How long an erasure waits for a rewrite already running to end before it starts its
+# own (a rewrite of a few GB takes seconds to minutes).
+AOF_REWRITE_WAIT_S = 300.0
+
+
+async def _rewrite_after_any_running(rewrite: Callable[[], Awaitable[Any]]) -> None:
+    """Start a rewrite; if one is already running (another erasure's, or Redis's own), it
+    copies the data from before this erasure's deletes: wait for it to end and start
+    another, so the rewritten file never holds the erased keys."""
+    deadline = time.monotonic() + AOF_REWRITE_WAIT_S
+    while True:
+        try:
+            await rewrite()
+            return
+        except ResponseError as exc:
+            if "already in progress" not in str(exc) or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.1)  # polled: Redis tells nobody when its rewrite ends
