@@ -149,10 +149,10 @@ async def gather(
     keys = RedisKeys(tenant)
     keep_n = max(STAGE_TWO_MIN, 8 * k)
     factors = _term_factors(query_terms, config, term_weights or {})
-    if not filters.any:
-        # The common case in one round trip: statistics, stage one, and stage two's memories,
-        # with the time-neighbours of the best and the memories of a date the query names.
-        survey = await _survey(
+
+    async def survey_over(dates: tuple[float, float] | None) -> Survey:
+        """The survey of this recall (with the memories of ``dates``, if any)."""
+        return await _survey(
             redis,
             keys,
             owners,
@@ -161,11 +161,16 @@ async def gather(
             config,
             explain,
             encoding,
-            date_range,
+            dates,
             owners_per_call,
             calls_at_once,
             factors,
         )
+
+    if not filters.any:
+        # The common case in one round trip: statistics, stage one, and stage two's memories,
+        # with the time-neighbours of the best and the memories of a date the query names.
+        survey = await survey_over(date_range)
         stats, _, _ = _corpus(owners, query_terms, survey.owner_stats, survey.df)
         gathered = await _finish(
             redis,
@@ -211,20 +216,7 @@ async def gather(
         return Gathered([], {}, stats, 0, False, 0)
 
     if not enumerate_filtered:
-        survey = await _survey(
-            redis,
-            keys,
-            owners,
-            query_terms,
-            keep_n,
-            config,
-            explain,
-            encoding,
-            None,
-            owners_per_call,
-            calls_at_once,
-            factors,
-        )
+        survey = await survey_over(None)
         return await _finish(
             redis,
             keys,
