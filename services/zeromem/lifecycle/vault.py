@@ -14,6 +14,7 @@ replaced (the owner forgotten, then written again) is loaded afresh, never misus
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -100,7 +101,8 @@ class Vault:
         if excess <= 0:
             return
         kept = set(keep)
-        for owner in [o for o in self._keys if o not in kept][:excess]:
+        # Only as far as the oldest ``excess``: a full cache is walked a little per load.
+        for owner in list(itertools.islice((o for o in self._keys if o not in kept), excess)):
             del self._keys[owner]
             self._stale.discard(owner)
 
