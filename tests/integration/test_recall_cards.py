@@ -373,7 +373,7 @@ async def test_a_survey_split_over_calls_finds_what_one_call_finds(
                 wait="applied" if i == 59 else "none",
             )
     keys = RedisKeys(client.tenant)
-    seen = {"neighbours": 0, "cut": 0, "tied": 0}
+    seen = {"neighbours": 0, "cut": 0, "tied": 0, "unread": 0}
     for query in ("deploy", "deploy budget", "pottery studio meeting", "report window", ""):
         query_terms = list(dict.fromkeys(terms(query)))
         for keep_n, explain, dates in (
@@ -400,6 +400,8 @@ async def test_a_survey_split_over_calls_finds_what_one_call_finds(
             seen["cut"] += bool(whole.stage_one_cut)
             estimates = [e for _, e in whole.stage_one_cut]
             seen["tied"] += len(set(estimates)) < len(estimates)
+            # recent memories without a query term, chosen but left unread
+            seen["unread"] += len(rows_by_key(whole)) < whole.chosen
             for per_call in (1, 2):
                 split = await survey(per_call)
                 case = (query, keep_n, explain, dates, per_call)
@@ -413,3 +415,55 @@ async def test_a_survey_split_over_calls_finds_what_one_call_finds(
                 assert split.owner_stats == whole.owner_stats, case
                 assert split.df == whole.df, case
     assert min(seen.values()) > 0, seen  # the cases cover what the split must reproduce
+
+
+async def test_leaving_termless_memories_unread_changes_no_recall(
+    client: MemoryClient, redis: Redis
+) -> None:
+    """With query terms and no explain view, the survey does not read the recent memories
+    that hold none of the terms (they could not score above zero): every recall still
+    returns exactly what it returns when every chosen memory is read (explain), with
+    conversation turns whose neighbours share scores, references, and dated memories."""
+    rng = random.Random(5)
+    words = ["deploy", "window", "budget", "pottery", "studio", "report", "meeting", "lunch"]
+    at = time.time() - 400
+    owner = "user:u7"
+    for i in range(90):
+        # the newest memories mostly hold none of the rarer words
+        pool = words[:3] if i > 70 and i % 4 else words
+        content = " ".join(rng.choice(pool) for _ in range(4))
+        references = (f"{owner}:m{i - 30}",) if i % 17 == 0 and i >= 30 else ()
+        await client.put(
+            f"{owner}:m{i}",
+            i,
+            content=content,
+            type="message" if i % 3 else "fact",
+            references=references,
+            created_at=at + 3 * i,
+            wait="applied" if i == 89 else "none",
+        )
+    keys = RedisKeys(client.tenant)
+    unread = 0
+    for query in ("pottery", "studio meeting", "lunch report", "budget pottery window", "deploy"):
+        for k, budget in ((5, 1500), (3, 120), (20, 4000)):
+            plain = await client.recall(query, owners=[owner], k=k, budget=budget)
+            every = await client.recall(query, owners=[owner], k=k, budget=budget, explain=True)
+            # the same memories, in the same order, with the same scores (to the decay of
+            # the moment between the two recalls)
+            assert [(m.key, m.via) for m in plain.memories] == [
+                (m.key, m.via) for m in every.memories
+            ], (query, k)
+            for mine, theirs in zip(plain.memories, every.memories, strict=True):
+                assert mine.score == pytest.approx(theirs.score, rel=1e-4)
+            assert plain.context == every.context and plain.tokens == every.tokens
+            assert plain.baseline_tokens == every.baseline_tokens
+        query_terms = list(dict.fromkeys(terms(query)))
+        survey = await retrieve._survey(
+            redis, keys, [owner], query_terms, 40, RankingConfig(), False, "cl100k_base"
+        )
+        read = set(rows_by_key(survey))
+        unread += survey.chosen - len(read)
+        for member in read:  # what was read holds a query term, or is a time-neighbour
+            key = member.decode()
+            assert key in survey.tf or any(key in near for near in survey.neighbours.values())
+    assert unread > 0  # the case this is about happened

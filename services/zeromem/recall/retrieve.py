@@ -8,7 +8,9 @@ A recall never scans an owner's memories. It reads, per owner in scope:
 - the postings of each query term. A term's postings are ordered by term frequency, then
   creation time (see ``store.postings.posting_score``), so a rare term is read whole and a
   very common one only up to ``postings_limit`` best postings;
-- the most recent memories, so an empty or unmatched query still recalls something;
+- the most recent memories, so an empty query still recalls something, and a recent
+  memory is scored even when a term's best postings left it out (with query terms, only
+  those holding one are read: the others could not score above zero);
 - when the scope filters by type, tag, time or key prefix and the filtered set is small,
   that set itself: selective filters then never lose a memory to truncated postings.
 
@@ -567,6 +569,15 @@ async def _split_survey(
             if other not in is_chosen:
                 is_chosen.add(other)
                 members.append(other)
+    # As the one call does: a recent memory without a query term is read only when the
+    # query has no terms, for the explain view, or as a time-neighbour.
+    read_all = not terms or explain
+    neighbour = set(near[1::4])
+
+    def recent_flag(member: bytes) -> str:
+        if member not in recent_set:
+            return "0"
+        return "1" if read_all or member in neighbour else "2"
 
     rows: list[Any] = []
     tf: dict[str, dict[str, int]] = {}
@@ -592,7 +603,7 @@ async def _split_survey(
                         repr(POSTING_TF_SCALE),
                         len(group),
                         len(terms),
-                        *(v for m, o in mine for v in (m, o + 1, "1" if m in recent_set else "0")),
+                        *(v for m, o in mine for v in (m, o + 1, recent_flag(m))),
                     ],
                 )
             )

@@ -7,7 +7,9 @@
 --
 -- KEYS: n*m term keys (owner-major), then the memories' hashes.
 -- ARGV: token field, postings limit, the posting score's tf scale, owners n, terms m, then
--- per memory (in the order of its hash in KEYS): member, owner (1..n), recent ('1'/'0').
+-- per memory (in the order of its hash in KEYS): member, owner (1..n), recent ('1'/'0', or
+-- '2': recent, and read only if it has a query-term frequency, as recall_survey.lua
+-- leaves such a memory unread).
 -- Returns {rows (see read), their query-term frequencies (key, {term index, tf, ...})}.
 --
 -- read(): recall_read.lua, loaded in front of this script (store/scripts.py).
@@ -21,8 +23,8 @@ local rows, tfs = {}, {}
 local j = 0
 for a = 6, #ARGV, 3 do
   j = j + 1
-  local member, o, recent = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2] == '1'
-  read(rows, KEYS[items_at + j], member, token_field)
+  local member, o, flag = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
+  local recent = flag ~= '0'
   local found, later = {}, {}
   for t = 1, m do
     local list = KEYS[(o - 1) * m + t]
@@ -40,6 +42,9 @@ for a = 6, #ARGV, 3 do
     end
   end
   for p = 1, #later do found[#found + 1] = later[p] end
+  if flag ~= '2' or #found > 0 then
+    read(rows, KEYS[items_at + j], member, token_field)
+  end
   if #found > 0 then
     tfs[#tfs + 1] = member
     tfs[#tfs + 1] = found
