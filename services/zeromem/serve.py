@@ -64,6 +64,8 @@ class ReadServices:
 
     async def stop(self) -> None:
         await self.responder.stop()  # no more requests; those in hand are answered
+        if self.recall.audit is not None:
+            await self.recall.audit.flush()  # the audit records still waiting for a batch
         await self.recall.usage.stop()
         await self.nc.drain()
 

@@ -5,7 +5,6 @@ its)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import replace
 
@@ -22,6 +21,7 @@ from zeromem.query.admission import (
     reader_from_subject,  # noqa: F401 - part of this module's API (tests import it here)
     stats_window,
 )
+from zeromem.query.audit_batch import ReadAuditBatcher
 from zeromem.query.browse import register_browse_handlers
 from zeromem.query.consistency import wait_applied
 from zeromem.query.info import register_info_handler
@@ -111,22 +111,18 @@ def register_recall_and_stats(
     service = RecallService(redis, telemetry=telemetry, limits=limits)
     if not settings.recall_expansion:
         service.config = replace(service.config, expansion_weight=0.0)
-    recorder = ReadRecorder(nats_publisher(responder.nc), settings.shards)  # recall slides none
-    pending: set[asyncio.Task[None]] = set()
+    # Recall slides no expiry: its side effect is the audit record alone, sent in batches.
+    audit = ReadAuditBatcher(nats_publisher(responder.nc), "recall")
+    service.audit = audit
 
     def on_read(request: RecallRequest, reply: RecallReply) -> None:
         # After the reply is sent, off the recall's path: the audit record of the read.
-        task = asyncio.get_running_loop().create_task(
-            recorder.after_read(
-                request.tenant,
-                request.reader,
-                "recall",
-                (m.key for m in reply.memories),
-                detail={"query_terms": len(request.query.split())},
-            )
+        audit.record(
+            request.tenant,
+            request.reader,
+            (m.key for m in reply.memories),
+            {"query_terms": len(request.query.split())},
         )
-        pending.add(task)
-        task.add_done_callback(pending.discard)
 
     service.on_read = on_read
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from redis.asyncio import Redis
 
@@ -38,6 +39,10 @@ from zeromem.store.usage import UsageLedger
 from zeromem.telemetry import Telemetry
 
 EXPLAIN_LIMIT = 200  # candidates listed in the explain view, best first
+
+
+class Flushable(Protocol):
+    async def flush(self) -> None: ...
 
 
 class RecallError(ValueError):
@@ -86,6 +91,9 @@ class RecallService:
         # Called with each answered recall (the read services set it: the audit record of
         # the read, with the reader and the keys recalled). Must not block.
         self.on_read: Callable[[RecallRequest, RecallReply], None] | None = None
+        # What ``on_read`` hands its records to, flushed when the service stops (the read
+        # services set it: ``query.audit_batch``).
+        self.audit: Flushable | None = None
 
     async def recall(self, request: RecallRequest) -> RecallReply:
         started = time.perf_counter()
