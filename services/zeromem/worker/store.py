@@ -399,18 +399,19 @@ def _flat_ops(ops: Sequence[tuple[str, str, object, object]]) -> list[str | byte
     # common case and are tested for first, ``_arg`` called only for the rest: an append's
     # operations 20 -> 15 µs (loaded machine, three alternating timings, the same lists).
     flat: list[str | bytes] = []
-    texts: dict[object, str] = {}
+    texts: dict[int, str] = {}  # 0 and 0.0 are equal keys: only integers share text
     for op, key, a, b in ops:
-        kind = type(a)
-        if kind is not str:
-            # 0 and 0.0 (and -0.0) are equal keys: only an exact type check may share text
-            text = texts.get(a) if kind is int else None
+        operand: str | bytes
+        if type(a) is int:
+            text = texts.get(a)
             if text is None:
-                text = _arg(a)
-                if kind is int:
-                    texts[a] = text
-            a = text
-        flat += (op, key, a, b if type(b) is str else _arg(b))
+                text = texts[a] = str(a)
+            operand = text
+        elif type(a) is str:
+            operand = a
+        else:
+            operand = _arg(a)
+        flat += (op, key, operand, b if type(b) is str else _arg(b))
     return flat
 
 
