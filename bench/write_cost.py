@@ -93,17 +93,45 @@ async def raw_redis_cost(
     return {k: v / n * 1e6 for k, v in meter.spent.items()}
 
 
+# Calls of the scripts themselves and of the measuring: not the commands a write makes.
+_NOT_WRITES = ("evalsha", "evalsha_ro", "eval", "eval_ro", "info", "script", "hello", "ping")
+
+
+async def redis_calls(settings: Settings) -> int:
+    """Commands Redis has run so far (INFO commandstats), those inside scripts included
+    and the script calls themselves left out."""
+    redis = connect_redis(settings)
+    try:
+        stats = await redis.info("commandstats")
+    finally:
+        await redis.aclose()
+    return sum(
+        int(v["calls"])
+        for k, v in stats.items()
+        if k.removeprefix("cmdstat_").split("|")[0] not in _NOT_WRITES
+    )
+
+
 async def zeromem_cost(
     settings: Settings, specs: list[PutSpec], pids: dict[str, int], tenant: str
 ) -> dict[str, float]:
-    """CPU per command of write_throughput's batched run of ``specs``."""
+    """CPU per command of write_throughput's batched run of ``specs``, and the commands
+    Redis ran per command (a count, the same on a busy machine as on an idle one)."""
+    calls = await redis_calls(settings)
     with CpuMeter(pids) as meter:
         rate, _ = await zeromem_rate(settings, specs, batch=True, tenant=tenant)
+    # less the HGET per key of zeromem_rate's own check that every put was applied
+    calls = await redis_calls(settings) - calls - len({spec.key for spec in specs})
     per_command = {k: v / len(specs) * 1e6 for k, v in meter.spent.items()}
     workers = sum(v for k, v in per_command.items() if k.startswith("worker-"))
     total = workers + per_command["publisher"] + per_command["nats-server"]
     total += per_command["redis-server"]
-    return per_command | {"workers": workers, "total": total, "rate": rate}
+    return per_command | {
+        "workers": workers,
+        "total": total,
+        "rate": rate,
+        "redis_calls": calls / len(specs),
+    }
 
 
 async def encryption_cost(args: argparse.Namespace) -> None:
@@ -201,6 +229,10 @@ async def main() -> None:
         print(f"  {label:14s} {append[name]:7.1f}   {rewrite[name]:7.1f}")
     print(f"  wall rate      {append['rate']:7.0f}   {rewrite['rate']:7.0f}   cmd/s")
     print(
+        f"  Redis commands {append['redis_calls']:7.1f}   {rewrite['redis_calls']:7.1f}"
+        "   per command (inside the scripts included)"
+    )
+    print(
         f"baseline: raw JetStream async publish {raw_publish:5.1f} µs/msg "
         f"(publisher {raw_nats['publisher']:.1f}, nats-server {raw_nats['nats-server']:.1f}); "
         f"raw pipelined Redis SET {raw_set:5.1f} µs (server {raw_redis['redis-server']:.1f})"
@@ -218,6 +250,7 @@ async def main() -> None:
             "redis_us": round(cost["redis-server"], 2),
             "total_us": round(cost["total"], 2),
             "ratio_to_raw_publish": round(cost["total"] / raw_publish, 3),
+            "redis_calls": round(cost["redis_calls"], 2),
         }
 
     print(

@@ -130,18 +130,25 @@ local function flush_results()
 end
 
 -- Index writes are combined across the call's decisions and written once at the end:
--- one ZADD per posting list with every member the batch adds to it, one HINCRBY per
--- statistic with the batch's sum. Measured on the append workload (bench/write_cost.py),
+-- the members a batch adds to a sorted set or a set go in one ZADD / SADD per key, one
+-- HINCRBY per statistic with the batch's sum. Measured on the append workload (bench/write_cost.py),
 -- a command's writes were ~40 calls into Redis, each paying the call's fixed cost (and
 -- one append-only-file entry); a batch's commands of one owner share most of their
--- statistics and their commonest terms. Only the last operation on a member (or field)
--- counts, so the combined writes leave the state the ordered ones left: ZADD and SADD
--- set, ZREM and SREM remove, HSET sets, HDEL deletes, HINCRBY adds to what the earlier
+-- statistics and their commonest terms. Sorted sets and sets keep their operations in
+-- order, as runs of one command: consecutive adds go in one ZADD (SADD), a remove starts
+-- a run of removes; Redis applies a ZADD's members left to right, so the last operation
+-- on a member still decides, as with the ordered calls. (A table per key and member,
+-- walked with pairs() at the end, cost Lua more than most keys' single member is worth:
+-- an append's postings are mostly new keys of one member.) Hash fields keep only the
+-- last operation per field: HSET sets, HDEL deletes, HINCRBY adds to what the earlier
 -- ones left. Nothing in this script reads an index key, so deferring them changes no
 -- decision; a memory's own hash is never deferred (see apply).
 local items = {}        -- item keys of this call's decisions
-local zsets, sets, hashes = {}, {}, {}
-local zset_order, set_order, hash_order = {}, {}, {}
+local runs = {}         -- sorted set or set key -> its runs: {command, args}, in order
+local run_order = {}
+local hashes, hash_order = {}, {}
+
+local RUN_COMMAND = {za = 'ZADD', zr = 'ZREM', sa = 'SADD', sr = 'SREM'}
 
 local function entry(store, order, key)
   local e = store[key]
@@ -156,22 +163,29 @@ end
 -- Operations as the engine sends them: 'za' key score member, 'zr' key member, 'sa' and
 -- 'sr' key member, 'hs' key field value, 'hd' key field, 'hi' key field delta.
 local function index_op(op, key, a, b)
-  if op == 'za' then entry(zsets, zset_order, key)[b] = a
-  elseif op == 'zr' then entry(zsets, zset_order, key)[a] = false
-  elseif op == 'sa' then entry(sets, set_order, key)[a] = true
-  elseif op == 'sr' then entry(sets, set_order, key)[a] = false
-  else
-    local fields = entry(hashes, hash_order, key)
-    local f = fields[a]
-    if op == 'hs' then fields[a] = {'set', b}
-    elseif op == 'hd' then fields[a] = {'del'}
-    elseif op == 'hi' then
-      local delta = tonumber(b)
-      if not f then fields[a] = {'incr', delta}
-      elseif f[1] == 'incr' then f[2] = f[2] + delta
-      elseif f[1] == 'set' then f[2] = (tonumber(f[2]) or 0) + delta
-      else fields[a] = {'set', delta}
-      end
+  local command = RUN_COMMAND[op]
+  if command then
+    local list = entry(runs, run_order, key)
+    local run = list[#list]
+    if not run or run[1] ~= command then
+      run = {command, {}}
+      list[#list + 1] = run
+    end
+    local args = run[2]
+    args[#args + 1] = a
+    if op == 'za' then args[#args + 1] = b end
+    return
+  end
+  local fields = entry(hashes, hash_order, key)
+  local f = fields[a]
+  if op == 'hs' then fields[a] = {'set', b}
+  elseif op == 'hd' then fields[a] = {'del'}
+  elseif op == 'hi' then
+    local delta = tonumber(b)
+    if not f then fields[a] = {'incr', delta}
+    elseif f[1] == 'incr' then f[2] = f[2] + delta
+    elseif f[1] == 'set' then f[2] = (tonumber(f[2]) or 0) + delta
+    else fields[a] = {'set', delta}
     end
   end
 end
@@ -179,32 +193,20 @@ end
 -- Redis's Lua allows a few thousand values on the stack: long argument lists go in parts.
 local CHUNK = 512
 local function call_chunked(command, key, args)
-  for i = 1, #args, CHUNK do
+  if #args <= CHUNK then
+    redis.call(command, key, unpack(args))
+    return
+  end
+  for i = 1, #args, CHUNK do  -- CHUNK is even: a ZADD's or an HSET's pairs stay whole
     redis.call(command, key, unpack(args, i, math.min(#args, i + CHUNK - 1)))
   end
 end
 
 local function flush_index()
-  for _, key in ipairs(zset_order) do
-    local adds, removes = {}, {}
-    for member, score in pairs(zsets[key]) do
-      if score then
-        adds[#adds + 1] = score
-        adds[#adds + 1] = member
-      else
-        removes[#removes + 1] = member
-      end
+  for _, key in ipairs(run_order) do
+    for _, run in ipairs(runs[key]) do
+      call_chunked(run[1], key, run[2])
     end
-    if #removes > 0 then call_chunked('ZREM', key, removes) end
-    if #adds > 0 then call_chunked('ZADD', key, adds) end
-  end
-  for _, key in ipairs(set_order) do
-    local adds, removes = {}, {}
-    for member, present in pairs(sets[key]) do
-      if present then adds[#adds + 1] = member else removes[#removes + 1] = member end
-    end
-    if #removes > 0 then call_chunked('SREM', key, removes) end
-    if #adds > 0 then call_chunked('SADD', key, adds) end
   end
   for _, key in ipairs(hash_order) do
     local sets_, deletes = {}, {}
@@ -256,7 +258,9 @@ local function apply(d)
 
   local count_delta, bytes_delta, before = 0, 0, nil
   if d[17] and (action == 'w' or action == 't' or action == 'a') then
-    before = redis.call('HSTRLEN', item_key, 'd')
+    -- A guarded decision on version 0 passed its guard (stale above): the hash holds no
+    -- version, so no memory either (every write of d writes v). An append's call less.
+    before = (d[5] == '1' and d[6] == '0') and 0 or redis.call('HSTRLEN', item_key, 'd')
     local after = action == 'w' and #d[10] or 0
     count_delta = (after > 0 and 1 or 0) - (before > 0 and 1 or 0)
     bytes_delta = after - before

@@ -278,8 +278,14 @@ class RedisKeys:
         return f"{self._of(owner)}o:{{{owner}}}:tg:{tag}"
 
     def by_term(self, owner: str, term: str) -> str:
-        """Inverted index for recall: key -> term frequency."""
-        return f"{self._of(owner)}o:{{{owner}}}:w:{term}"
+        """Inverted index for recall: key -> term frequency and creation time
+        (``store.postings``)."""
+        return f"{self.term_prefix(owner)}{term}"
+
+    def term_prefix(self, owner: str) -> str:
+        """What ``by_term`` puts before the term (the engine builds a memory's posting
+        keys from it, one string concatenation per term)."""
+        return f"{self._of(owner)}o:{{{owner}}}:w:"
 
     def usage(self, day: str) -> str:
         """Hash of one UTC day (YYYYMMDD): "{minute}|{agent}|{measure}" -> count, for

@@ -23,13 +23,17 @@ BASE = 9
 # Words assumed for a content the worker derives from the value (not known before the
 # command is decided), and for the content a delete or a patch removes from the postings.
 UNKNOWN_WORDS = 16
+_INDEXING = (Put, Patch)
 
 
 def commit_cost(command: Command) -> int:
     """The estimated units of ``command`` (see the module's header)."""
-    if isinstance(command, Put | Patch):
+    if isinstance(command, _INDEXING):
         content = command.content
-        words = len(set(content.split())) if content is not None else UNKNOWN_WORDS
+        # Words, repeats included: a little above the distinct words (which stop words
+        # exceed already), at a fifth of the cost of a set of them (3.8 -> 0.7 µs a command:
+        # every command is costed, by the applier and the fair turns).
+        words = content.count(" ") + 1 if content is not None else UNKNOWN_WORDS
         tags = len(command.tags or ())
         references = len(command.references or ())
         return BASE + words + tags + references

@@ -394,19 +394,24 @@ class Store:
 
 def _flat_ops(ops: Sequence[tuple[str, str, object, object]]) -> list[str | bytes]:
     # Opcode and key are always strings already; only the operands may need converting.
-    # A new memory's postings share a score or two (one per term frequency), so each
-    # distinct score is formatted once (zero aside: 0.0 and -0.0 are equal as keys but
-    # not as text). An append's operations: 17.1 -> 10.4 µs (process time, best of 7).
+    # A new memory's postings share a score or two (one per term frequency and second),
+    # so each distinct score is formatted once. Integers (posting scores, deltas) are the
+    # common case and are tested for first, ``_arg`` called only for the rest: an append's
+    # operations 20 -> 15 µs (loaded machine, three alternating timings, the same lists).
     flat: list[str | bytes] = []
-    scores: dict[float, str] = {}
+    texts: dict[int, str] = {}  # 0 and 0.0 are equal keys: only integers share text
     for op, key, a, b in ops:
-        if type(a) is float and a:
-            text = scores.get(a)
+        operand: str | bytes
+        if type(a) is int:
+            text = texts.get(a)
             if text is None:
-                text = scores[a] = repr(a)
-            flat += (op, key, text, b if type(b) is str else _arg(b))
+                text = texts[a] = str(a)
+            operand = text
+        elif type(a) is str:
+            operand = a
         else:
-            flat += (op, key, a if type(a) is str else _arg(a), b if type(b) is str else _arg(b))
+            operand = _arg(a)
+        flat += (op, key, operand, b if type(b) is str else _arg(b))
     return flat
 
 
