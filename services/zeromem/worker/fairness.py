@@ -117,6 +117,8 @@ class Held:
     # audit records, dead letters), and whether some are still to be sent.
     pending: list[Any] = field(default_factory=list)
     sending: bool = False
+    # The acknowledgements its shard's fetch is woken by, once all are answered.
+    woken: list[Any] = field(default_factory=list)
 
 
 @dataclass(slots=True)
