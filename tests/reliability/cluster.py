@@ -21,6 +21,7 @@ from zeromem.auth.authority import REDIS_ROLES, Authority
 from zeromem.auth.redis_acl import USERS, acl_file
 from zeromem.bus import connect_nats, connect_redis, key_layout, provision
 from zeromem.embedded import NatsServer, RedisServer
+from zeromem.embedded.children import die_with_parent
 from zeromem.embedded.nats_cluster import NatsCluster
 from zeromem.embedded.redis_cluster import RedisClusterNodes
 from zeromem.embedded.stack import settings_for_role
@@ -67,6 +68,8 @@ class ServiceProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # a signal for the process is for it alone
+                # and it dies with the test run, even a killed one: no orphaned stacks
+                preexec_fn=die_with_parent(),
             )
         return self
 
