@@ -35,6 +35,7 @@ redelivery.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
@@ -117,7 +118,7 @@ class Held:
     # audit records, dead letters), and whether some are still to be sent.
     pending: list[Any] = field(default_factory=list)
     sending: bool = False
-    # The acknowledgements its shard's fetch is woken by, once all are answered.
+    # The acknowledgements whose answers acknowledge it (their callbacks are set).
     woken: list[Any] = field(default_factory=list)
 
 
@@ -158,6 +159,8 @@ class ShardWindow:
         self._ring: deque[str] = deque()  # tenants with messages to apply, in turn order
         self._deficit: dict[str, int] = {}
         self.presence = presence or Presence()  # a worker's shards share theirs
+        # Held while acknowledging (the loop and the publications' callbacks both do).
+        self.acknowledging = asyncio.Lock()
 
     def __len__(self) -> int:
         return len(self.held)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -54,9 +53,6 @@ class PullFeed:
         self._waiter: asyncio.Future[None] | None = None
         self._error: Exception | None = None
         self._interrupted = False
-        # Requests the server may still deliver to (reply subject -> when it will have
-        # ended them for sure): ended by their status, or forgotten after their expiry.
-        self._open: dict[str, float] = {}
 
     async def start(self) -> PullFeed:
         # No pending limits: a fetch never has more than one batch in flight, and a dropped
@@ -82,13 +78,8 @@ class PullFeed:
         self._reply = f"{self._inbox}.{self._seq}"
         self._target = batch
         request: dict[str, Any] = {"batch": batch - len(self._msgs), "no_wait": True}
-        expires = 0
         if not self._msgs:  # with messages in hand, only ask for what is there right now
-            expires = request["expires"] = max(int(timeout * 1e9) - 50_000_000, 1_000_000)
-        now = time.monotonic()
-        if self._open:
-            self._open = {reply: end for reply, end in self._open.items() if end > now}
-        self._open[self._reply] = now + expires / 1e9 + 1.0
+            request["expires"] = max(int(timeout * 1e9) - 50_000_000, 1_000_000)
         waiter = self._waiter = asyncio.get_running_loop().create_future()
         await self.nc.publish(self.request_subject, json.dumps(request).encode(), reply=self._reply)
         try:
@@ -136,20 +127,14 @@ class PullFeed:
             # A status from the server. A stored message always has a reply subject (its
             # ack subject), so an agent's own "Status" header cannot make it look like one.
             status = (msg.headers or {}).get(_STATUS)
-            if status is None or status == _HEARTBEAT:
-                return
-            self._open.pop(msg.subject, None)
-            if msg.subject != self._reply:
-                return  # the end of an older request
+            if status is None or status == _HEARTBEAT or msg.subject != self._reply:
+                return  # a heartbeat, or the end of an older request
             if status not in _ENDED:  # e.g. 503 (no JetStream): the shard loop restarts
                 self._error = APIError.from_msg(msg)
             self._wake()
             return
         self._msgs.append(msg)
-        # While an older request is still open at the server (its fetch was nudged), any
-        # delivery may be that request's, whose end would not wake the fetch in flight,
-        # and the fetch's own request could then wait its whole expiry: wake it now.
-        if len(self._msgs) >= self._target > 0 or len(self._open) > 1:
+        if len(self._msgs) >= self._target > 0:
             self._wake()
 
     def _wake(self) -> None:

@@ -281,7 +281,8 @@ class WorkerService:
         if self.membership is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.membership.leave(), 1.0)
-        tasks, self._tasks = self._tasks + list(self._shard_tasks.values()), []
+        tasks = self._tasks + list(self._shard_tasks.values()) + list(self._notes)
+        self._tasks = []
         for task in tasks:
             task.cancel()
         if tasks:
@@ -400,13 +401,13 @@ class WorkerService:
                 # A worker that stalled (SIGSTOP, a frozen host) asks before taking more
                 # commands; if it was replaced, its consumer is gone anyway.
                 await self.leases.confirm(shard)
-                # Messages applied, their publications not confirmed yet: the fetch below
-                # ends as soon as they are, and the loop acknowledges them at once (a stop
-                # or a handover right after would otherwise leave them to be delivered
-                # again). Waiting for them before fetching put a broker round trip in
-                # front of every round: 52 to 74 ms a round at 400 appends/s on the
-                # loaded machine, while the next commands waited in the stream.
-                settling = self._settle_wakeup(window, feed)
+                # Messages applied, their publications not confirmed yet: acknowledged as
+                # soon as they are (a stop or a handover right after would otherwise leave
+                # them to be delivered again), by the publications' callbacks, while the
+                # shard fetches on. Waiting for them before fetching put a broker round
+                # trip in front of every round: 52 to 74 ms a round at 400 appends/s on
+                # the loaded machine, while the next commands waited in the stream.
+                settling = self._settle_wait(window)
                 room = limits.shard_window - window.commands
                 room_bytes = limits.shard_window_bytes - window.bytes
                 if room > 0 and room_bytes > 0:
@@ -529,11 +530,12 @@ class WorkerService:
                 feed.nudge()
         self._blocked.clear()  # their next fetch does not wait either
 
-    def _settle_wakeup(self, window: ShardWindow, feed: PullFeed) -> float | None:
+    def _settle_wait(self, window: ShardWindow) -> float | None:
         """None when no applied message waits for its publications (the window's head);
-        otherwise how long the shard's next fetch may wait: it is woken (``nudge``) the
-        moment the head's publications are all answered. One whose acknowledgement
-        failed is looked at again soon (``Outbox.confirm`` sends it again)."""
+        otherwise how long the shard's next fetch may wait. The head is acknowledged the
+        moment its publications are all answered, by their own callbacks, without the
+        fetch ending; one whose acknowledgement failed is looked at again soon by the
+        loop (``Outbox.confirm`` sends it again)."""
         if not window.unsettled():
             return None
         head = window.head()
@@ -549,8 +551,7 @@ class WorkerService:
                 failed = True
         if not waiting:
             return SETTLE_POLL_S if failed else 0.001
-        new = [ack for ack in waiting if not any(ack is w for w in head.woken)]
-        if new:
+        if any(not any(ack is w for w in head.woken) for ack in waiting):
             head.woken = waiting
             left = len(waiting)
 
@@ -558,22 +559,34 @@ class WorkerService:
                 nonlocal left
                 left -= 1
                 if left == 0:
-                    feed.nudge()
+                    task = asyncio.ensure_future(self._acknowledge_now(window))
+                    self._notes.add(task)
+                    task.add_done_callback(self._notes.discard)
 
             for ack in waiting:
                 ack.add_done_callback(answered)
         return SETTLE_POLL_S if failed else FIRST_IDLE_PULL_S
 
+    async def _acknowledge_now(self, window: ShardWindow) -> None:
+        """``_acknowledge`` from a publication's callback: its failure is the loop's to
+        see again (its next acknowledgement), so it is only logged here."""
+        try:
+            await self._acknowledge(window)
+        except Exception as exc:
+            self._log.warning(("ack", type(exc)), "acknowledgement: %s", describe(exc))
+
     async def _acknowledge(self, window: ShardWindow) -> None:
         """Acknowledge the window's prefix of messages done and stored (their audit records
-        and dead letters confirmed): one cumulative acknowledgement (AckPolicy.ALL)."""
-        last: Held | None = None
-        while (head := window.head()) is not None:
-            if head.pending and not await self.outbox.confirm(head.pending):
-                break
-            last = window.pop()
-        if last is not None:
-            await last.msg.ack()
+        and dead letters confirmed): one cumulative acknowledgement (AckPolicy.ALL). One
+        at a time per window: the loop and the publications' callbacks both call it."""
+        async with window.acknowledging:
+            last: Held | None = None
+            while (head := window.head()) is not None:
+                if head.pending and not await self.outbox.confirm(head.pending):
+                    break
+                last = window.pop()
+            if last is not None:
+                await last.msg.ack()
 
     def _admit_held(self, shard: int, held: Held) -> tuple[list[Admitted], list[Dead]]:
         return self.admit(shard, [held.msg])
