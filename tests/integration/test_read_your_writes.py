@@ -61,3 +61,42 @@ async def test_the_wait_is_bounded(running: Settings) -> None:
         assert await wait_applied(redis, [(running.shards + 5, 10**15)], 0.2, running.shards)
     finally:
         await redis.aclose()
+
+
+async def test_a_tenants_own_applied_position_answers_for_its_writes(
+    running: Settings, tenant: str
+) -> None:
+    """The shard's position is a low-water mark over every tenant, held back by another
+    tenant's backlog while tenants take turns; the worker also records how far each
+    tenant's own messages are applied, and a read of that tenant waits on either."""
+    from tests.eventually import eventually
+    from zeromem import naming
+    from zeromem.bus import connect_redis
+    from zeromem.store.keys import redis_keys, shard_sequence_key
+
+    redis = connect_redis(running)
+    try:
+        async with await MemoryClient.connect(
+            running.bus.nats_url, tenant=tenant, agent="rw", shards=running.shards
+        ) as client:
+            await client.put("task:t1:step", 1)  # fire and forget
+            await client.flush()
+            shard = naming.shard_for(tenant, "task:t1", running.shards)
+            written = client._acks.positions[shard]
+
+            async def own() -> int:
+                return int(await redis.get(redis_keys(tenant).applied(shard)) or 0)
+
+            assert await eventually(own, lambda p: p >= written)
+        # A position the shard has not reached: answered by the tenant's own position
+        # alone (set here past the shard's), and only for that tenant.
+        shard_at = int(await redis.hget(shard_sequence_key(shard), str(shard)) or 0)
+        ahead = shard_at + 10**9
+        await redis.set(redis_keys(tenant).applied(shard), ahead)
+        started = time.monotonic()
+        assert await wait_applied(redis, [(shard, ahead)], 2.0, running.shards, tenant)
+        assert time.monotonic() - started < 0.5
+        assert not await wait_applied(redis, [(shard, ahead)], 0.2, running.shards)
+        assert not await wait_applied(redis, [(shard, ahead)], 0.2, running.shards, "other")
+    finally:
+        await redis.aclose()

@@ -101,6 +101,32 @@ def test_another_tenant_waits_one_bounded_call_whatever_the_backlog_ahead() -> N
     assert settle(window) == 1
 
 
+def test_a_tenant_with_nothing_waiting_goes_before_a_backlog() -> None:
+    """A tenant whose message finds none of its own waiting is served at the next call,
+    once, ahead of the tenants with a backlog (which have had their turns): a light
+    tenant's lone write does not wait for a heavy tenant's call."""
+    window = window_of(*[("a", 128)] * 30)
+    window.presence.seen("b", time.monotonic())  # b writes on another shard of the worker
+    first = run(window, window.next_call(admit, **ALONE))
+    assert first.tenant == "a" and len(first.commands) == 64
+    assert window.add(FakeMsg(), 31, "b", 1)  # type: ignore[arg-type]
+    second = run(window, window.next_call(admit, **ALONE))
+    assert second.tenant == "b" and seqs(second) == [31]
+    assert window.add(FakeMsg(), 32, "c", 1)  # type: ignore[arg-type]
+    assert window.add(FakeMsg(), 33, "b", 1)  # type: ignore[arg-type]
+    # c and b are both new again (b's queue emptied): in arrival order, then a
+    assert [run(window, window.next_call(admit, **ALONE)).tenant for _ in range(3)] == [
+        "c",
+        "b",
+        "a",
+    ]
+    # a tenant with a backlog takes its turns behind the new ones only once each
+    assert window.add(FakeMsg(), 34, "b", 128)  # type: ignore[arg-type]
+    assert window.add(FakeMsg(), 35, "b", 128)  # type: ignore[arg-type]
+    turns = [run(window, window.next_call(admit, **ALONE)).tenant for _ in range(4)]
+    assert turns == ["b", "a", "b", "a"]
+
+
 def test_calls_alternate_by_commit_cost_not_by_count() -> None:
     heavy, light = FakeMsg(words=91), FakeMsg(words=1)  # 100 and 10 units a command
     assert commit_cost(admit(Held(heavy, 1, "a", 1, 1, 0.0))[0][0].command) == 100

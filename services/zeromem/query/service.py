@@ -53,11 +53,11 @@ def nats_publisher(nc: NatsClient) -> Publish:
 
 
 async def _see_writes(
-    redis: Redis, after: tuple[tuple[int, int], ...], limits: Limits, shards: int
+    redis: Redis, after: tuple[tuple[int, int], ...], limits: Limits, shards: int, tenant: str
 ) -> None:
     """Read your writes (``query.consistency``): the positions the request names applied
     first, within ``Limits.read_after_wait_s``; a wait that ran out is marked on the span."""
-    if after and not await wait_applied(redis, after, limits.read_after_wait_s, shards):
+    if after and not await wait_applied(redis, after, limits.read_after_wait_s, shards, tenant):
         trace.get_current_span().set_attribute("zeromem.read_after.waited_out", True)
 
 
@@ -70,14 +70,14 @@ def register_query_handlers(responder: Responder, redis: Redis, settings: Settin
     recorder = ReadRecorder(nats_publisher(responder.nc), shards)
 
     async def get(request: GetRequest) -> Answer:
-        await _see_writes(redis, request.after, limits, shards)
+        await _see_writes(redis, request.after, limits, shards, request.tenant)
         (item,) = await get_items(redis, request.tenant, [request.key])
         slid = (item,) if request.slide else ()  # an inspector's look slides nothing
         await recorder.after_read(request.tenant, request.reader, "get", (request.key,), slid)
         return Answer(encode(GetReply(found=item is not None, item=item)))
 
     async def list_(request: ListRequest) -> Answer:
-        await _see_writes(redis, request.after, limits, shards)
+        await _see_writes(redis, request.after, limits, shards, request.tenant)
         reply = await list_keys(
             redis,
             request.tenant,
@@ -128,7 +128,7 @@ def register_recall_and_stats(
 
     async def recall(request: RecallRequest) -> Answer:
         started = time.perf_counter()
-        await _see_writes(redis, request.after, limits, settings.shards)
+        await _see_writes(redis, request.after, limits, settings.shards, request.tenant)
         try:
             reply = await service.answer(request)
         except RecallError as exc:

@@ -7,6 +7,7 @@ file (Lua scripts take their keys in KEYS and name the fields documented here).
 from __future__ import annotations
 
 import contextlib
+import re
 from binascii import crc_hqx  # Redis Cluster's CRC16 (XMODEM): a key's slot is it mod 16384
 from collections.abc import Iterator
 
@@ -302,6 +303,15 @@ class RedisKeys:
         """Every Redis key of this tenant (what a tenant's rebuild clears first)."""
         return f"zm:{self.tenant}:*"
 
+    def applied(self, shard: int) -> str:
+        """String: a stream sequence of ``shard`` through which every command message of
+        the tenant is applied (read your writes, ``query.consistency``). The shard's own
+        position (``shard_sequence_key``) is a low-water mark over every tenant, held back
+        by any tenant's backlog while tenants take turns; this one moves with the tenant's
+        own messages (``worker.service``). A hint written after the commit, not state the
+        log determines: a rebuild neither clears nor compares it."""
+        return f"{self._in(shard)}applied:{shard}"
+
     def stored(self, shard: int) -> str:
         """Hash: n (memories stored: item hashes holding a memory, expired ones until the
         reaper takes them), b (bytes of their stored form), kept by the commit script with
@@ -376,6 +386,9 @@ ARCHIVE_SEAL = "ar"  # where an archive record is sealed (its place in ``lifecyc
 _LEASE_PREFIX = "zm:lease:"
 _USAGE_INFIX = ":usage:"
 _DATA_KEY_SUFFIX = ":dk"  # RedisKeys.data_key
+# RedisKeys.applied, on one Redis or a cluster: no memory's hash matches (its name goes on
+# with "m:" after the tenant and any tag).
+_APPLIED_KEY = re.compile(r"zm:[^:]+:(\{[^}]*\})?applied:\d+\Z")
 
 
 def is_data_key(name: str) -> bool:
@@ -386,13 +399,14 @@ def is_data_key(name: str) -> bool:
 def derived_from_log(name: str) -> bool:
     """Whether a key holds state the command log determines (what a rebuild clears and
     reconstructs, and a snapshot compares): everything but the leases and recall's usage
-    ledgers, the owners' data keys (which the rebuild must keep: it seals with them) and
-    the master key's check."""
+    ledgers, the owners' data keys (which the rebuild must keep: it seals with them), the
+    master key's check and the tenants' applied positions (``RedisKeys.applied``)."""
     return (
         not name.startswith(_LEASE_PREFIX)
         and _USAGE_INFIX not in name
         and not name.endswith(_DATA_KEY_SUFFIX)
         and name != master_key_check_key()
+        and _APPLIED_KEY.match(name) is None
     )
 
 

@@ -11,7 +11,10 @@ shard may serve tenants in turns, as long as each tenant's own commands keep the
 to apply. The shard applies one *call* at a time (``next_call``): commands of one tenant,
 taken in stream order, committed in one bounded script call. Tenants take turns by
 deficit round-robin on the commands' estimated Redis cost (``commit_cost``): each turn
-adds ``quantum`` to the tenant's allowance and its call takes commands while they fit.
+adds ``quantum`` to the tenant's allowance and its call takes commands while they fit. A
+tenant whose message finds none of its own waiting is served first, once (a sparse flow,
+as in fq_codel): a light tenant's lone write does not wait for the turn of a heavy one
+that happened to be next; it then takes its turns with the others.
 While other tenants are present a call is at most ``quantum`` (``Limits.tenant_turn_cost``)
 and ``share`` commands (``Limits.tenant_round_share``), so a tenant with a command
 waiting is served after at most one such call of each other tenant with work, however
@@ -35,6 +38,7 @@ redelivery.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
@@ -117,6 +121,8 @@ class Held:
     # audit records, dead letters), and whether some are still to be sent.
     pending: list[Any] = field(default_factory=list)
     sending: bool = False
+    # The acknowledgements whose answers acknowledge it (their callbacks are set).
+    woken: list[Any] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -153,9 +159,14 @@ class ShardWindow:
         self.newest = 0  # highest stream sequence seen this tenure
         self.acknowledged = 0  # highest stream sequence acknowledged
         self._queues: dict[str, deque[Held]] = {}  # per tenant, its messages to apply
-        self._ring: deque[str] = deque()  # tenants with messages to apply, in turn order
+        # Tenants with messages to apply, in turn order: those that had nothing waiting
+        # when their message came (served first, once), then those with a backlog.
+        self._new: deque[str] = deque()
+        self._ring: deque[str] = deque()
         self._deficit: dict[str, int] = {}
         self.presence = presence or Presence()  # a worker's shards share theirs
+        # Held while acknowledging (the loop and the publications' callbacks both do).
+        self.acknowledging = asyncio.Lock()
 
     def __len__(self) -> int:
         return len(self.held)
@@ -163,7 +174,7 @@ class ShardWindow:
     @property
     def runnable(self) -> bool:
         """Some tenant has commands to apply."""
-        return bool(self._ring)
+        return bool(self._new or self._ring)
 
     def add(self, msg: Msg, sequence: int, tenant: str, commands: int, done: bool = False) -> bool:
         """Hold a fetched message (``done``: already dealt with, held only until the
@@ -181,7 +192,7 @@ class ShardWindow:
             queue = self._queues.get(tenant)
             if queue is None:
                 queue = self._queues[tenant] = deque()
-                self._ring.append(tenant)
+                self._new.append(tenant)
             queue.append(held)
         return True
 
@@ -211,36 +222,38 @@ class ShardWindow:
         waits). While tenants share the worker a call takes at most ``share`` commands
         and ``quantum`` of cost (at least one command); a tenant alone takes up to
         ``most`` commands."""
-        if not self._ring:
+        if not (self._new or self._ring):
             return None
-        alone = len(self._ring) == 1 and not self.presence.shared()
+        alone = len(self._new) + len(self._ring) == 1 and not self.presence.shared()
         limit = most if alone else min(share, most)
-        passed = 0
-        while self._ring:
-            tenant = self._ring[0]
-            if busy is not None and busy(tenant):
-                passed += 1
-                if passed >= len(self._ring):
-                    return None
-                self._ring.rotate(-1)
-                continue
-            passed = 0
+        while True:
+            tenant = self._first_free(busy)
+            if tenant is None:
+                return None  # only tenants whose calls are in flight elsewhere
             allowance = self._deficit.get(tenant, 0) + quantum
             call = Call(tenant)
             self._take(call, admit, limit, None if alone else allowance)
-            queue = self._queues[tenant]
-            if queue:
-                self._ring.rotate(-1)
+            if self._queues[tenant]:
+                self._ring.append(tenant)  # served: a backlog waits its next turn
                 # An allowance carries over to the next turn while the tenant has a
                 # backlog, never more than one quantum (nor debt beyond one command).
                 self._deficit[tenant] = max(-quantum, min(quantum, allowance - call.cost))
             else:
-                self._ring.popleft()
                 del self._queues[tenant]
                 self._deficit.pop(tenant, None)
             if call.commands or call.touched:
                 self._positions(call)
                 return call
+
+    def _first_free(self, busy: Callable[[str], bool] | None) -> str | None:
+        """The next tenant to serve, taken out of its queue of turns: a new one (nothing
+        waiting before its message came) before those with a backlog, each in arrival
+        or turn order, passing over the ``busy`` ones."""
+        for turns in (self._new, self._ring):
+            for n, tenant in enumerate(turns):
+                if busy is None or not busy(tenant):
+                    del turns[n]
+                    return tenant
         return None
 
     def _take(self, call: Call, admit: Admit, limit: int, allowance: int | None) -> None:
@@ -309,7 +322,7 @@ class ShardWindow:
             queue.remove(held)
             if not queue:
                 del self._queues[held.tenant]
-                self._ring.remove(held.tenant)
+                (self._new if held.tenant in self._new else self._ring).remove(held.tenant)
                 self._deficit.pop(held.tenant, None)
         held.queued = deque()
         self._finish(held)

@@ -1,0 +1,70 @@
+"""The worker's script calls made in one turn of the event loop share one round trip, and
+each caller still gets its own reply or error (``worker/coalesce.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+
+from zeromem.bus import connect_redis
+from zeromem.settings import Settings
+from zeromem.store import scripts
+from zeromem.store.keys import layout
+from zeromem.worker.coalesce import Coalesced
+
+_ECHO = "return {KEYS[1], ARGV[1]}"
+_FAILS = "return redis.error_reply('nope ' .. ARGV[1])"
+
+
+@pytest.fixture
+async def redis(settings: Settings):  # type: ignore[no-untyped-def]
+    if layout().cluster:
+        pytest.skip("the worker uses its cluster client as it is (no coalescing)")
+    client = connect_redis(settings)
+    yield client
+    await client.aclose()
+
+
+async def test_calls_of_one_turn_share_a_round_trip_each_with_its_own_reply(redis) -> None:  # type: ignore[no-untyped-def]
+    echo = await redis.script_load(_ECHO)
+    fails = await redis.script_load(_FAILS)
+    coalesced = Coalesced(redis)
+    calls = [coalesced.evalsha(echo, 1, f"k{i}", i) for i in range(5)]
+    calls.insert(2, coalesced.evalsha(fails, 0, "x"))
+    calls.append(coalesced.evalsha("0" * 40, 0))  # a script Redis does not know
+    replies = await asyncio.gather(*calls, return_exceptions=True)
+    assert coalesced.round_trips == 1 and coalesced.calls == 7
+    assert [r for n, r in enumerate(replies) if n not in (2, 6)] == [
+        [f"k{i}".encode(), str(i).encode()] for i in range(5)
+    ]
+    assert isinstance(replies[2], ResponseError) and "nope x" in str(replies[2])
+    assert isinstance(replies[6], NoScriptError)
+
+
+async def test_a_lone_call_goes_alone_and_a_script_falls_back_on_its_source(redis) -> None:  # type: ignore[no-untyped-def]
+    coalesced = Coalesced(redis)
+    await redis.script_flush()
+    # Script.__call__ sends the source after NOSCRIPT, through the same client.
+    assert await scripts.LEASE_RELEASE(coalesced, ["zm:test:no-lease"], ["token"]) == 0  # type: ignore[arg-type]
+    assert coalesced.round_trips == 1
+    first, second = await asyncio.gather(
+        scripts.LEASE_RELEASE(coalesced, ["zm:test:a"], ["t"]),  # type: ignore[arg-type]
+        scripts.LEASE_RELEASE(coalesced, ["zm:test:b"], ["t"]),  # type: ignore[arg-type]
+    )
+    assert (first, second) == (0, 0) and coalesced.round_trips == 2
+
+
+async def test_a_failed_round_trip_fails_every_call_of_it(redis) -> None:  # type: ignore[no-untyped-def]
+    echo = await redis.script_load(_ECHO)
+    broken = connect_redis(Settings().with_urls("nats://127.0.0.1:1", "redis://127.0.0.1:1"))
+    coalesced = Coalesced(broken)
+    replies = await asyncio.gather(
+        coalesced.evalsha(echo, 1, "a", 1),
+        coalesced.evalsha(echo, 1, "b", 2),
+        return_exceptions=True,
+    )
+    assert all(isinstance(r, RedisConnectionError) for r in replies)
+    await broken.aclose()
