@@ -35,6 +35,7 @@ from zeromem.lifecycle.redact import Redactor
 from zeromem.schemas import Applied, AuditBatch, Put, encode
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
+from zeromem.store.keys import is_applied_position
 
 STREAMS = (
     naming.COMMAND_STREAM,
@@ -110,7 +111,13 @@ class Deployment:
         return out
 
     async def store(self, tenant: str) -> dict[bytes, bytes]:
-        keys = [k async for k in self.redis.scan_iter(match=f"zm:{tenant}:*")]
+        # A refused message still moves its tenant's applied position (a reader holding
+        # its position token must not wait for it): bookkeeping, not stored memories.
+        keys = [
+            k
+            async for k in self.redis.scan_iter(match=f"zm:{tenant}:*")
+            if not is_applied_position(k.decode())
+        ]
         return {k: await self.redis.dump(k) for k in sorted(keys)}
 
     async def snapshot(self, *tenants: str) -> Any:

@@ -406,8 +406,14 @@ def derived_from_log(name: str) -> bool:
         and _USAGE_INFIX not in name
         and not name.endswith(_DATA_KEY_SUFFIX)
         and name != master_key_check_key()
-        and _APPLIED_KEY.match(name) is None
+        and not is_applied_position(name)
     )
+
+
+def is_applied_position(name: str) -> bool:
+    """Whether a key is a tenant's applied position on a shard (``RedisKeys.applied``):
+    bookkeeping that moves with every message of the tenant, dead letters included."""
+    return _APPLIED_KEY.match(name) is not None
 
 
 def scope_pattern(tenant: str | None) -> str:
