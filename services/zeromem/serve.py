@@ -87,3 +87,4 @@ async def run_read_services(settings: Settings) -> None:
     finally:
         await services.stop()
         await redis.aclose()
+        await telemetry.shutdown()

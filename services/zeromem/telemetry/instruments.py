@@ -8,6 +8,9 @@ recalls with unique 200 KB reader strings once grew a Prometheus page from 2 MB 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
 from collections.abc import Iterable
 
 from opentelemetry import metrics, trace
@@ -60,6 +63,7 @@ class Telemetry:
         max_tenants: int = 1000,
         max_agents: int = 100,
     ) -> None:
+        self._providers = [p for p in (meter_provider, tracer_provider) if p is not None]
         meter: Meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE)
         self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(SCOPE)
         self._lag: dict[int, int] = {}
@@ -192,6 +196,29 @@ class Telemetry:
         return [
             Observation(pending, {"zeromem.shard": shard}) for shard, pending in self._lag.items()
         ]
+
+    async def shutdown(self, limit_s: float = 2.0) -> None:
+        """Export what is still in hand and stop the exporters, giving up after ``limit_s``.
+        Without it a stopping service loses its last export interval of counts (a minute by
+        default: a short-lived pod's token savings), and an OTLP reader whose collector is
+        gone keeps retrying for as long as the process lives. The exporters block and cannot
+        be cancelled, so they stop in a daemon thread that a stopping process leaves behind
+        at the deadline. A provider this object did not get (the global one) is the
+        application's to stop."""
+        providers = self._providers
+        if not providers:
+            return
+
+        def stop_all() -> None:
+            for provider in providers:
+                stop = getattr(provider, "shutdown", None)
+                if stop is not None:  # the API's no-op providers have none
+                    with contextlib.suppress(Exception):
+                        stop()
+
+        stopping = threading.Thread(target=stop_all, name="telemetry-shutdown", daemon=True)
+        stopping.start()
+        await asyncio.to_thread(stopping.join, limit_s)
 
     def record_recall(
         self, tenant: str, agent: str, injected: int, baseline: int, seconds: float

@@ -826,6 +826,7 @@ async def run_worker(settings: Settings, static: tuple[int, int] | None = None) 
             await asyncio.wait_for(nc.close(), 1.0)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(redis.aclose(), 1.0)
+        await telemetry.shutdown()
 
 
 def _exit_after(seconds: float) -> None:
