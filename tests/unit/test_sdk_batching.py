@@ -107,3 +107,24 @@ def test_a_read_waits_only_on_shards_where_its_newest_write_has_no_result_yet() 
     assert acks.unapplied(3) is None and acks.unapplied(5) == 20 and acks.unapplied(7) is None
     acks.note_position(3, 12)  # a later fire-and-forget write, not applied yet
     assert acks.unapplied(3) == 12
+
+
+async def test_a_shard_is_unsettled_from_a_send_there_until_its_acknowledgement() -> None:
+    """What a read waits on (``ReadMethods._own_writes``): only the shards with a write
+    still unacknowledged; the others it neither waits on nor gathers."""
+    from nats.aio.msg import Msg
+
+    from zeromem.sdk.acks import AckCounter
+
+    class Connection:
+        async def publish(self, *args: object, **kwargs: object) -> None:
+            pass
+
+    acks = AckCounter(Connection(), "_INBOX.x")  # type: ignore[arg-type]
+    assert not acks.unsettled(3)
+    await acks.send(naming.command_subject("acme", 3, "a"), b"{}", {})
+    assert acks.unsettled(3) and not acks.unsettled(5)
+    ack = Msg(None, subject=f"{acks.subject}.3.1", data=b'{"stream":"c","seq":7}')  # type: ignore[arg-type]
+    await acks._on_ack(ack)
+    assert not acks.unsettled(3) and acks.positions == {3: 7}
+    await asyncio.wait_for(acks.settled(3), 1)  # nothing left to wait for

@@ -119,6 +119,10 @@ class AckCounter:
     def unacknowledged_shards(self) -> set[int]:
         return set(self._unacked)
 
+    def unsettled(self, shard: int) -> bool:
+        """Whether a message sent to ``shard`` is still unacknowledged."""
+        return bool(self._unacked.get(shard))
+
     async def settled(self, shard: int) -> None:
         """Until every message sent to ``shard`` so far is acknowledged (or given up on)."""
         if not self._unacked.get(shard):

@@ -91,7 +91,12 @@ class ReadMethods:
             shards = set(acks.positions) | acks.unacknowledged_shards()
         else:
             shards = {naming.shard_for(self.tenant, owner, self.shards) for owner in owners}
-        waits = [acks.settled(shard) for shard in shards]
+        # Only the shards with a write still unacknowledged: a wait on the others returns
+        # at once, yet gathering them under a timeout cost every read of a client that
+        # had ever written four turns of the event loop (a task per wait, the gather, the
+        # timeout) and 30-38 µs of CPU, against 2-4 µs now (measured in a loop of 5,000
+        # reads of one owner, all writes acknowledged, on a stack at load average 5).
+        waits = [acks.settled(shard) for shard in shards if acks.unsettled(shard)]
         if waits:
             try:
                 await asyncio.wait_for(asyncio.gather(*waits), self.timeout)
