@@ -13,7 +13,7 @@ from zeromem.bus import connect_redis
 from zeromem.settings import Settings
 from zeromem.store import scripts
 from zeromem.store.keys import layout
-from zeromem.worker.coalesce import Coalesced
+from zeromem.worker.coalesce import LATER_S, Coalesced
 
 _ECHO = "return {KEYS[1], ARGV[1]}"
 _FAILS = "return redis.error_reply('nope ' .. ARGV[1])"
@@ -68,3 +68,34 @@ async def test_a_failed_round_trip_fails_every_call_of_it(redis) -> None:  # typ
     )
     assert all(isinstance(r, RedisConnectionError) for r in replies)
     await broken.aclose()
+
+
+async def test_a_later_command_goes_with_the_next_script_call_or_alone_after_a_while(redis) -> None:  # type: ignore[no-untyped-def]
+    """A shard's applied position, noted after its commit answered, rides with the next
+    round's script call instead of making a round trip of its own; with no call coming it
+    goes alone within ``LATER_S``, and a stop sends what is left."""
+    echo = await redis.script_load(_ECHO)
+    coalesced = Coalesced(redis)
+    await redis.delete("zm:test:later:a", "zm:test:later:b", "zm:test:later:c")
+    coalesced.later("SET", "zm:test:later:a", 1)
+    await asyncio.sleep(0)  # a turn of the loop, then another: nothing sent yet
+    await asyncio.sleep(0)
+    assert coalesced.round_trips == 0
+    assert await coalesced.evalsha(echo, 1, "k", 1) == [b"k", b"1"]
+    assert coalesced.round_trips == 1 and coalesced.calls == 2
+    assert await redis.get("zm:test:later:a") == b"1"
+
+    coalesced.later("SET", "zm:test:later:b", 2)
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert coalesced.round_trips == 1
+    await asyncio.sleep(LATER_S * 3)  # the timer (due first) sends it, alone
+    assert coalesced.round_trips == 2
+    await coalesced.drain()  # the round in flight answered
+    assert await redis.get("zm:test:later:b") == b"2"
+
+    coalesced.later("SET", "zm:test:later:c", 3)
+    await coalesced.drain()
+    assert coalesced.round_trips == 3
+    assert await redis.get("zm:test:later:c") == b"3"
+    await redis.delete("zm:test:later:a", "zm:test:later:b", "zm:test:later:c")

@@ -293,6 +293,10 @@ class WorkerService:
                     len(stuck),
                     self.limits.stop_grace_s,
                 )
+        if self._coalesced is not None:
+            # the applied positions still queued (``Coalesced.later``), bounded
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._coalesced.drain(), 1.0)
 
     async def wait_owned(self, timeout: float = 10.0) -> None:
         """Until every shard this worker should hold is held, and (dynamic mode) it holds
@@ -660,8 +664,8 @@ class WorkerService:
         """Record that ``tenant``'s messages on ``shard`` are applied through ``sequence``
         (read your writes, ``RedisKeys.applied``): its calls take its messages in stream
         order, so every earlier one is done. Not waited for: with the next round's script
-        calls on one Redis, alone on a cluster; a lost one only makes a read wait for the
-        shard's own position."""
+        calls on one Redis (within ``coalesce.LATER_S``), alone on a cluster; a lost one
+        only makes a read wait for the shard's own position."""
         key = redis_keys(tenant).applied(shard)
         if self._coalesced is not None:
             self._coalesced.later("SET", key, sequence)

@@ -1,0 +1,89 @@
+"""Latency and CPU per append at a fixed, paced rate: what a round of a shard costs when
+it carries one or two commands (the half-load regime of bench/write_throughput.py).
+
+    python bench/paced_cost.py [--rate 300] [--seconds 6] [--rounds 3] [--base DIR]
+
+One embedded stack (secured, as `zeromem up` runs it); per round, two fresh `zeromem
+worker` processes (16 shards) apply the append workload (bench/workloads.py) published
+through the SDK at ``--rate`` puts per second. Reported per round: the time from each
+SDK call to its event on the change feed (p50, p90, p99), the CPU per append of every
+process (workers, redis-server, nats-server, the publishing process: /proc and
+``time.process_time``), and the reads Redis processed per append (INFO stats
+``total_reads_processed``: one per round trip from a worker).
+
+``--base DIR``: an A/B in one run. DIR holds another tree of this repository (say
+``git archive main | tar -x -C DIR``); its workers (PYTHONPATH DIR/services:DIR/schemas)
+and this tree's alternate round after round, each on fresh workers, the same stack. The
+publisher and the measuring are this tree's in both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from workloads import appends, take
+from write_cost import CpuMeter
+from write_throughput import paced_latency, percentile, running_workers, stack_settings
+
+from zeromem.bus import connect_redis
+from zeromem.embedded import EmbeddedStack
+from zeromem.settings import Settings
+
+HERE = Path(__file__).resolve().parent.parent
+
+
+async def redis_reads(settings: Settings) -> int:
+    redis = connect_redis(settings)
+    try:
+        return int((await redis.info("stats"))["total_reads_processed"])
+    finally:
+        await redis.aclose()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=float, default=300.0, help="puts per second")
+    parser.add_argument("--seconds", type=float, default=6.0, help="of paced puts per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--base", type=Path, help="another tree of the repository (A/B)")
+    args = parser.parse_args()
+    trees = {"this": HERE} | ({"base": args.base.resolve()} if args.base else {})
+    n = int(args.rate * args.seconds)
+    total = n * args.rounds * len(trees)
+    specs = take(appends(total + 10, 100, seed=31), total)
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp), secure=True) as stack:
+        assert stack.nats and stack.nats.process and stack.redis and stack.redis.process
+        settings = stack_settings(stack, Settings(shards=16))
+        used = 0
+        for r in range(args.rounds):
+            for name, tree in reversed(trees.items()) if r % 2 else trees.items():
+                path = f"{tree / 'services'}:{tree / 'schemas'}"
+                async with running_workers(settings, 2, env_extra={"PYTHONPATH": path}) as ws:
+                    await asyncio.sleep(1.0)  # past the workers' start-up
+                    pids = {"nats": stack.nats.process.pid, "redis": stack.redis.process.pid}
+                    pids |= {f"worker-{i}": w.pid for i, w in enumerate(ws)}
+                    chunk = specs[used : used + n]
+                    used += n
+                    reads = await redis_reads(settings)
+                    with CpuMeter(pids) as meter:
+                        delays = await paced_latency(settings, chunk, args.rate, f"paced{r}{name}")
+                    reads = await redis_reads(settings) - reads
+                    us = {k: v / n * 1e6 for k, v in meter.spent.items()}
+                    workers = sum(v for k, v in us.items() if k.startswith("worker-"))
+                    print(
+                        f"round {r + 1} {name:4} at {args.rate:.0f}/s: p50 "
+                        f"{percentile(delays, 0.5):6.1f} ms  p90 {percentile(delays, 0.9):6.1f}"
+                        f"  p99 {percentile(delays, 0.99):6.1f} | CPU µs/append: workers "
+                        f"{workers:5.0f} redis {us['redis']:4.0f} nats {us['nats']:4.0f} "
+                        f"publisher {us['publisher']:4.0f} | Redis reads/append {reads / n:.2f}",
+                        flush=True,
+                    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
