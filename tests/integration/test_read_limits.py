@@ -15,6 +15,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from tests.harness import ServiceSet
 from zeromem import naming
 from zeromem.bus import connect_nats
+from zeromem.limits import Limits
 from zeromem.schemas import ErrorReply, decode
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
@@ -135,6 +136,38 @@ async def test_unique_readers_never_grow_the_metrics_without_bound(isolated: Set
         points = metric_points(reader).get("zeromem.recall.requests", [])
         agents = {attrs.get("zeromem.agent") for attrs, _ in points}
         assert len(agents) <= limit + 1, len(agents)  # the first ones, then one overflow value
+    finally:
+        await services.stop()
+
+
+async def test_a_client_looping_on_refusals_gets_them_late_and_others_go_on(
+    isolated: Settings,
+) -> None:
+    settings = isolated.with_(limits=Limits(tenant_refusals_per_s=2, refusal_delay_s=0.5))
+    services = await ServiceSet.start(settings)
+    try:
+        huge = {"tenant": "loud", "query": "x", "scope": {"owners": [f"u:{i}" for i in range(50)]}}
+        took = []
+        for _ in range(8):
+            started = time.monotonic()
+            refused, reply = await request(settings, "loud", "recall", huge)
+            took.append(time.monotonic() - started)
+            assert refused and "recall_owners" in reply.error, reply  # type: ignore[attr-defined]
+        # Two at once (its rate's burst), the third late; then the loop goes no faster
+        # than the rate refills (2/s) plus one late refusal per delay: ~1.5 s for eight.
+        assert max(took[:2]) < 0.4 and took[2] >= 0.5 and sum(took) >= 1.2, took
+        # Meanwhile (its refusals waiting) another tenant is answered at once.
+        pending = [asyncio.create_task(request(settings, "loud", "recall", huge)) for _ in range(4)]
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        refused, _ = await request(
+            settings,
+            "calm",
+            "recall",
+            {"tenant": "calm", "query": "x", "scope": {"owners": ["u:1"]}},
+        )
+        assert not refused and time.monotonic() - started < 0.4
+        assert all(r[0] for r in await asyncio.gather(*pending))
     finally:
         await services.stop()
 

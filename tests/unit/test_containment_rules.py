@@ -178,6 +178,17 @@ async def test_a_tenant_over_its_queue_or_rate_is_refused_at_once() -> None:
     assert "tenant_requests_per_s" in verdicts[5][1]
 
 
+def test_refusals_past_a_tenants_refusal_rate_are_answered_late_and_bounded() -> None:
+    gate = TenantGate(Limits(tenant_refusals_per_s=3, refusal_delay_s=0.5, tenant_queued=2))
+    assert [gate.refusal_delay("a") for _ in range(3)] == [0.0] * 3  # within its rate
+    assert [gate.refusal_delay("a") for _ in range(2)] == [0.5, 0.5]  # then late ...
+    assert gate.refusal_delay("a") == 0.0  # ... at most tenant_queued waiting at once
+    assert gate.refusal_delay("b") == 0.0  # another tenant's are its own
+    gate.refusal_sent("a")
+    assert gate.refusal_delay("a") == 0.5  # one waits again in its place
+    assert TenantGate(Limits()).refusal_delay("a") == 0.0  # off by default
+
+
 async def test_a_waiting_request_that_is_cancelled_gives_its_place_back() -> None:
     gate = TenantGate(Limits(reads_in_flight=1, tenant_in_flight=1))
     hold = asyncio.Event()

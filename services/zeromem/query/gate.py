@@ -15,6 +15,12 @@ owners keeps Redis busy for tens of milliseconds (once a single script no other 
 command could interleave with; now calls of one owner each, recall.retrieve); measured
 with the noisy-neighbour scenario, another tenant's write p99 went from 451 ms with four
 such recalls in flight to 82 ms with one.
+
+A refusal is cheap, but not free, and a client that loops on refused requests gets its
+next refusal as fast as the service answers: past ``Limits.tenant_refusals_per_s`` a
+tenant's refusals are answered after ``Limits.refusal_delay_s`` (``refusal_delay``), so
+such a loop slows to the client's own pace of waiting, and the service's time goes to
+the tenants it serves.
 """
 
 from __future__ import annotations
@@ -63,6 +69,30 @@ class TenantGate:
         self._redispatch: asyncio.Handle | None = None
         self._redispatch_at = 0.0
         self._log = BoundedLog(log, limits.log_interval_s)
+        self._refusals = RateQuota(limits.tenant_refusals_per_s)
+        self._held: dict[str, int] = {}  # tenant -> refusal replies waiting their delay
+
+    def refusal_delay(self, tenant: str) -> float:
+        """How long the reply to a refusal of ``tenant``'s request waits: 0 within its
+        refusal rate (or with the rate off), else ``Limits.refusal_delay_s``; a delayed
+        one is counted until ``refusal_sent``. At most ``Limits.tenant_queued`` of a
+        tenant's wait at once (past that, 0: the replies held stay bounded)."""
+        limits = self.limits
+        if self._refusals.take(tenant) or not limits.refusal_delay_s:
+            return 0.0
+        held = self._held.get(tenant, 0)
+        if held >= limits.tenant_queued:
+            return 0.0
+        self._held[tenant] = held + 1
+        return limits.refusal_delay_s
+
+    def refusal_sent(self, tenant: str) -> None:
+        """A delayed refusal of ``tenant``'s was answered (or given up)."""
+        left = self._held.get(tenant, 0) - 1
+        if left > 0:
+            self._held[tenant] = left
+        else:
+            self._held.pop(tenant, None)
 
     def admit(self, tenant: str) -> tuple[ErrorCode, str] | None:
         """(code, reason) if ``tenant``'s request must be refused now, else None."""
@@ -150,6 +180,7 @@ class TenantGate:
             "active": dict(list(self._active.items())[:20]),
             "waiting": {t: len(w) for t, w in list(self._waiting.items())[:20]},
             "turns": list(self._turns)[:20],
+            "refusals_held": dict(list(self._held.items())[:20]),
             "share_s": {t: round(self._share[t][0], 3) for t in involved if t in self._share},
             "redispatch_in_s": (
                 None

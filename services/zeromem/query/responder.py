@@ -31,7 +31,8 @@ What every request goes through, in order:
   request gets a task of its own, so one tenant's flood never queues another's;
 - in the task, a span joining the caller's trace (``traceparent``), the admission of the
   request (``query.admission``), the tenant's turn (``TenantGate.slot``) and the answer;
-- a refusal (``Refused``) is a ``bad_request`` ``ErrorReply``, any other failure an
+- a refusal (``Refused``) is a ``bad_request`` ``ErrorReply`` (past the tenant's refusal
+  rate, sent after a delay: ``TenantGate.refusal_delay``), any other failure an
   ``internal`` one (logged, at most once per ``Limits.log_interval_s`` per kind of
   failure); both carry the code in the ``Zm-Error`` header too;
 - what an answer does after its reply (a recall's metrics, usage and audit record) runs
@@ -89,6 +90,7 @@ class Responder:
         self._routes: dict[str, _Route] = {}
         self._subs: dict[str, Subscription] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._late: set[asyncio.Task[None]] = set()  # refusals waiting their delay
         self._log = BoundedLog(log, gate.limits.log_interval_s)
 
     def route(
@@ -127,6 +129,8 @@ class Responder:
                 log.warning("%s: the subscription did not drain (%r)", kind, exc)
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._late:
+            await asyncio.gather(*self._late, return_exceptions=True)
 
     @property
     def in_hand(self) -> int:
@@ -154,7 +158,7 @@ class Responder:
                     refusal("reads_queued", f"the service has {len(self._tasks)} requests in hand"),
                 )
             if refused is not None:
-                await self._error(msg, *refused)
+                await self._refuse(msg, tenant, *refused)
                 return
             task = asyncio.create_task(self._answer(msg, tenant, route))
             self._tasks.add(task)
@@ -174,7 +178,7 @@ class Responder:
                 async with self.gate.slot(tenant):
                     answer = await route.answer(request)
             except Refused as exc:
-                await self._error(msg, "bad_request", str(exc))
+                await self._refuse(msg, tenant, "bad_request", str(exc))
                 return
             except Exception as exc:  # every request gets an answer, even a bug's
                 self._log.error(
@@ -188,6 +192,28 @@ class Responder:
                 # already scheduled to run: a callback scheduled now runs after it, once
                 # the reply is sent (and, scheduled here, still within this span's context).
                 asyncio.get_running_loop().call_soon(answer.after)
+
+    async def _refuse(self, msg: Msg, tenant: str, code: ErrorCode, message: str) -> None:
+        """Answer a refusal: at once, or after the tenant's refusal delay (query.gate), in a
+        task of its own that holds nothing else up."""
+        delay = self.gate.refusal_delay(tenant)
+        if not delay:
+            await self._error(msg, code, message)
+            return
+        task = asyncio.create_task(self._refuse_later(msg, tenant, code, message, delay))
+        self._late.add(task)
+        task.add_done_callback(self._late.discard)
+
+    async def _refuse_later(
+        self, msg: Msg, tenant: str, code: ErrorCode, message: str, delay: float
+    ) -> None:
+        try:
+            await asyncio.sleep(delay)
+            await self._error(msg, code, message)
+        except Exception as exc:  # the connection closed meanwhile: nobody to tell
+            self._log.warning(("late refusal", type(exc)), "a delayed refusal: %r", exc)
+        finally:
+            self.gate.refusal_sent(tenant)
 
     async def _error(self, msg: Msg, code: ErrorCode, message: str) -> None:
         await self.nc.publish(

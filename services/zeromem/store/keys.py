@@ -380,6 +380,14 @@ def worker_members_key() -> str:
     return "zm:lease:members"
 
 
+def tenant_presence_key() -> str:
+    """Sorted set: the tenants whose commands the workers saw lately, each scored by when
+    (epoch seconds), so that every worker knows when tenants share the deployment
+    (``worker.fairness.share_presence``). Under the leases' prefix: not derived from the
+    command log."""
+    return "zm:lease:presence"
+
+
 DATA_KEY_FIELD = "k"  # the wrapped data key in ``RedisKeys.data_key``
 ARCHIVE_SEAL = "ar"  # where an archive record is sealed (its place in ``lifecycle.crypto``)
 

@@ -67,7 +67,15 @@ from zeromem.telemetry import Telemetry, configure_telemetry
 from zeromem.worker.applier import Applier, RedisBehindError
 from zeromem.worker.coalesce import Coalesced
 from zeromem.worker.engine import Engine
-from zeromem.worker.fairness import Call, Held, Presence, ShardWindow, TenantCalls
+from zeromem.worker.fairness import (
+    PRESENCE_SYNC_S,
+    Call,
+    Held,
+    Presence,
+    ShardWindow,
+    TenantCalls,
+    share_presence,
+)
 from zeromem.worker.faults import Fault, classify, describe
 from zeromem.worker.intake import ENVELOPE_ALLOWANCE
 from zeromem.worker.jobs import report_lag, run_archiver, run_reaper
@@ -264,6 +272,10 @@ class WorkerService:
             self._tasks.append(asyncio.create_task(archiver, name="archiver"))
         lag = report_lag(self.js, self._consumers, self.telemetry.set_lag, stopping)
         self._tasks.append(asyncio.create_task(lag, name="lag"))
+        # Which tenants the other workers serve: calls stay small while tenants share the
+        # deployment, not only this worker (worker.fairness.Presence).
+        presence = share_presence(self._presence, self.redis, stopping, PRESENCE_SYNC_S)
+        self._tasks.append(asyncio.create_task(presence, name="presence"))
         return self
 
     async def stop(self) -> None:
