@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from zeromem.schemas import (
@@ -19,8 +20,9 @@ from zeromem.schemas import (
     Rejected,
 )
 from zeromem.store.items import KeyState
+from zeromem.store.keys import redis_keys, tenants_key
 from zeromem.store.postings import posting_score, posting_tf
-from zeromem.worker.engine import TOMBSTONE, Analysis, Engine
+from zeromem.worker.engine import SADD, TOMBSTONE, ZADD, Analysis, Engine
 from zeromem.worker.merge_patch import merge_patch
 
 
@@ -198,3 +200,32 @@ def test_merge_patch_rfc7396_examples() -> None:
     assert merge_patch({"e": None}, {"a": 1}) == {"e": None, "a": 1}
     assert merge_patch([1, 2], {"a": "b", "c": None}) == {"a": "b"}
     assert merge_patch({}, {"a": {"bb": {"ccc": None}}}) == {"a": {"bb": {}}}
+
+
+@pytest.mark.parametrize(
+    ("tags", "ttl_s"),
+    [((), None), (("billing",), 60.0), (("a", "b", "a", "c", "b"), None), (("x", "y"), 3600.0)],
+)
+def test_a_new_memorys_operations_add_every_entry_in_order(
+    engine: Engine, tags: tuple[str, ...], ttl_s: float | None
+) -> None:
+    # The new-memory path builds its operations without ``_entries``'s mapping: they must
+    # be the adds of that mapping's entries, in its order, a repeated tag added once.
+    key = "user:u1:note"
+    new = engine.decide(
+        put(key, "v", content="the cat sat on the mat mat", type=MemoryType.DECISION, ttl_s=ttl_s),
+        key,
+        KeyState(),
+        now=10.0,
+    ).item
+    assert new is not None
+    item = msgspec.structs.replace(new, tags=tags)  # repeated ones too: a put never keeps them
+    doc = analyse(item)
+    entries = engine._entries("acme", key, item, doc)
+    expected = [(SADD, tenants_key(redis_keys("acme").shard_of("user:u1")), "acme", "")] + [
+        (SADD, rkey, key, "") if kind == "s" else (ZADD, rkey, score, key)
+        for (rkey, kind), score in entries.items()
+    ]
+    assert engine._new_entry_ops("acme", key, "user:u1", item, doc) == expected
+    ops = engine._write_ops("acme", key, None, item, "c1")
+    assert ops[: len(expected)] == expected

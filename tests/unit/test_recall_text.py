@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from zeromem.store.text import (
+    _ASCII_WORD,
+    _WORD,
     INDEX_TEXT_MAX_CHARS,
     MAX_TERM_CHARS,
     SPEAKER_FIELD,
@@ -262,6 +266,32 @@ _ASCII = st.text(st.characters(max_codepoint=127), max_size=200)
 def test_ascii_terms_are_the_full_pipelines(text: str) -> None:
     # terms() skips normalisation and the CJK split for ASCII text: they change nothing.
     assert terms(text) == _normalised_terms(text)
+
+
+# The word expression as first written; ``_WORD`` and ``_ASCII_WORD`` are faster forms.
+_FIRST_WORD = re.compile(r"[^\W_]*\d(?:\.\d+)+|[^\W_]+")
+# Dots, digits (ASCII and not), letters, underscores and blanks: what the dotted-number
+# rule is about, drawn far more often than from all of Unicode.
+_WORDY = st.text(st.sampled_from("a1.2_ Z9x-\u00e9\u0663\u4e2d'\n"), max_size=60)
+
+
+@given(st.one_of(_WORDY, st.text(max_size=120)))
+def test_the_word_expression_finds_what_it_first_did(text: str) -> None:
+    assert _WORD.findall(text) == _FIRST_WORD.findall(text)
+
+
+@given(st.one_of(_WORDY, _ASCII))
+def test_the_ascii_word_expression_finds_the_same_words_in_ascii_text(text: str) -> None:
+    if text.isascii():
+        lowered = text.lower()
+        assert _ASCII_WORD.findall(lowered) == _FIRST_WORD.findall(lowered)
+
+
+def test_dotted_numbers_need_a_digit_before_the_dot() -> None:
+    for text in ("v2.1 ok", "3.14.15x", "file.txt", "a.1", "10.0.0.1.", "x9.8y.7"):
+        assert _WORD.findall(text) == _FIRST_WORD.findall(text)
+        assert _ASCII_WORD.findall(text) == _FIRST_WORD.findall(text)
+    assert _WORD.findall("v2.1 file.txt 10.0.0.1") == ["v2.1", "file", "txt", "10.0.0.1"]
 
 
 _BLANK = st.sampled_from([" ", "\t", "\n", "  "])

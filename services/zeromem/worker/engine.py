@@ -747,10 +747,15 @@ class Engine:
             # not to trust it and reads the memory whole.
             return [(ZADD, redis_keys(tenant).by_time(_owner(key)), new.updated_at, key)]
         new_doc = self.analyse(tenant, new)
-        new_entries = self._entries(tenant, key, new, new_doc)
+        owner = _owner(key)
         deltas = self._stats(new, new_doc, +1)
-        ops: list[IndexOp] = []
-        if old is not None:
+        ops: list[IndexOp]
+        if old is None:
+            # a new memory (what agents mostly write): every entry is added
+            ops = self._new_entry_ops(tenant, key, owner, new, new_doc)
+        else:
+            new_entries = self._entries(tenant, key, new, new_doc)
+            ops = []
             old_doc = self.analyse(tenant, old)
             old_entries = self._entries(tenant, key, old, old_doc)
             ops += _removals(old_entries, new_entries, key)
@@ -762,23 +767,46 @@ class Engine:
                         ops.append((SADD, rkey, key, ""))
                 elif old_entries.get((rkey, kind)) != score:
                     ops.append((ZADD, rkey, score, key))
-        else:
-            # a new memory (what agents mostly write): every entry is added
-            ops.append((SADD, tenants_key(redis_keys(tenant).shard_of(_owner(key))), tenant, ""))
-            ops += [
-                (SADD, rkey, key, "") if kind == "s" else (ZADD, rkey, score, key)
-                for (rkey, kind), score in new_entries.items()
-            ]
-        stats = redis_keys(tenant).owner_stats(_owner(key))
+        keys = redis_keys(tenant)
+        stats = keys.owner_stats(owner)
         ops += [(HINCRBY, stats, f, d) for f, d in deltas.items() if d]
-        item_key = redis_keys(tenant).item(key)
+        item_key = keys.item(key)
         ops.append((HSET, item_key, DOC_LENGTH_FIELD, new_doc.length))
         ops.append((HSET, item_key, self.token_field, new_doc.tokens))
         if command_id:
             ops += _card_ops(item_key, new, command_id)
         if new.expires_at is not None:
-            piece = redis_keys(tenant).shard_of(_owner(key))
-            ops.append((SADD, expiring_tenants_key(piece), tenant, ""))
+            ops.append((SADD, expiring_tenants_key(keys.shard_of(owner)), tenant, ""))
+        return ops
+
+    def _new_entry_ops(
+        self, tenant: str, key: str, owner: str, item: MemoryItem, doc: Analysis
+    ) -> list[IndexOp]:
+        """The tenant's listing on the owner's shard, then an add of each of ``_entries``
+        (in its order), built without the mapping ``_entries`` makes for a write that
+        has an old version to compare with: every key of a new memory's entries differs
+        from the others but a repeated tag's, which is added once here too
+        (tests/unit/test_engine.py compares both). 10.5 -> 7.7 µs per append for the
+        entries and their operations (the append workload, best of 4, the same ops)."""
+        keys = redis_keys(tenant)
+        piece = keys.shard_of(owner)
+        ops: list[IndexOp] = [
+            (SADD, tenants_key(piece), tenant, ""),
+            (ZADD, keys.by_time(owner), item.updated_at, key),
+            (ZADD, keys.keys(piece), 0, key),
+            (SADD, keys.by_type(owner, item.type.value), key, ""),
+        ]
+        tags = item.tags
+        for tag in tags if len(tags) < 2 else dict.fromkeys(tags):
+            ops.append((SADD, keys.by_tag(owner, tag), key, ""))
+        # created_at, not updated_at: a posting stays put while its memory is rewritten.
+        prefix = keys.term_prefix(owner)
+        created = item.created_at
+        ops += [
+            (ZADD, prefix + term, posting_score(tf, created), key) for term, tf in doc.terms.items()
+        ]
+        if item.expires_at is not None:
+            ops.append((ZADD, keys.expiring(piece), item.expires_at, key))
         return ops
 
     def _delete_ops(self, tenant: str, key: str, old: MemoryItem) -> list[IndexOp]:
