@@ -50,15 +50,20 @@ def test_up_serves_the_inspector(tmp_path: Path) -> None:
     )
     assert proc.stdout is not None
     try:
-        link, lines = "", []
+        # The inspector prints its link as soon as it starts, alongside the read services
+        # and workers: the stack is usable once `up` says it is ready (a read before then
+        # can meet no read service yet, a 503 under load).
+        link, ready, lines = "", False, []
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not link:
+        while time.monotonic() < deadline and not (link and ready):
             line = proc.stdout.readline()
             lines.append(line)
             if "operator login" in line:
                 link = line.split(": ", 1)[1].strip()
+            ready = ready or "is up and ready" in line
             if proc.poll() is not None:
                 break
+        assert ready, "".join(lines)
         assert link.startswith(f"http://127.0.0.1:{port}/login?token="), "".join(lines)
         assert (
             cli(
