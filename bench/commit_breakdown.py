@@ -61,8 +61,8 @@ VARIANTS: dict[str, tuple[str, str]] = {
     ),
     "no index ops": (
         _SOURCE.replace(
-            "  for i = 1, #ops, 4 do\n    local op, key, a, b",
-            "  for i = 1, 0, 4 do\n    local op, key, a, b",
+            "  for i = 1, #ops, 4 do\n    local key = ops[i + 1]",
+            "  for i = 1, 0, 4 do\n    local key = ops[i + 1]",
         ),
         "yes",
     ),
