@@ -17,6 +17,9 @@ difference. What the variants leave out:
 - ``no sorted sets``: every index write but the sorted sets' (postings, time, key list);
 - ``append-only file off``: the whole script, ``appendonly no``.
 
+``--bounded`` keeps the tenant's results index as the worker does (``Limits``' default
+bounds, which 10,000 appends stay under: the bookkeeping, not the trimming).
+
 CPU time is steadier than a rate on a shared machine, but a loaded machine still inflates
 it: compare the variants of one run, not runs. The last line is JSON.
 """
@@ -40,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from workloads import appends, take
 
 from zeromem.embedded.servers import find_redis_server
+from zeromem.limits import Limits
 from zeromem.naming import shard_for
 from zeromem.schemas import MemoryType, Put, owner_of
 from zeromem.store import scripts
@@ -61,8 +65,8 @@ VARIANTS: dict[str, tuple[str, str]] = {
     ),
     "no index ops": (
         _SOURCE.replace(
-            "  for i = 1, #ops, 4 do\n    local op, key, a, b",
-            "  for i = 1, 0, 4 do\n    local op, key, a, b",
+            "  for i = 1, #ops, 4 do\n    local key = ops[i + 1]",
+            "  for i = 1, 0, 4 do\n    local key = ops[i + 1]",
         ),
         "yes",
     ),
@@ -111,7 +115,13 @@ def commands(n: int) -> dict[int, list[Put]]:
     return by_shard
 
 
-async def run(source: str, appendonly: str, by_shard: dict[int, list[Put]], batch: int) -> dict:
+async def run(
+    source: str,
+    appendonly: str,
+    by_shard: dict[int, list[Put]],
+    batch: int,
+    bounded: bool = False,
+) -> dict:
     """One variant on a fresh server: Redis CPU, commands, keys, memory per append."""
     commit = scripts.Script("commit.lua")
     commit.source, commit.sha = source, hashlib.sha1(source.encode()).hexdigest()
@@ -134,10 +144,18 @@ async def run(source: str, appendonly: str, by_shard: dict[int, list[Put]], batc
                 except OSError:
                     await asyncio.sleep(0.05)
             engine = default_engine()
-            store = Store(redis, result_ttl_s=86_400, tombstone_ttl_s=86_400)
+            limits = Limits()
+            store = Store(
+                redis,
+                result_ttl_s=86_400,
+                tombstone_ttl_s=86_400,
+                result_records=limits.idempotency_records if bounded else 0,
+                result_bytes=limits.idempotency_bytes if bounded else 0,
+            )
             before = await redis.info("cpu")
             calls_before = await redis.info("commandstats")
             n, sequence = 0, 0
+            applied: dict[int, int] = {}
             for shard, puts in by_shard.items():
                 for start in range(0, len(puts), batch):
                     part = puts[start : start + batch]
@@ -147,7 +165,14 @@ async def run(source: str, appendonly: str, by_shard: dict[int, list[Put]], batc
                         outcome = engine.decide(put, put.key, KeyState(), put.ts)
                         outcome.sequence = sequence
                         decisions.append(store.decision(outcome, sequence, shard))
-                    await store.commit_decisions(decisions, shard=shard, lease_token="")
+                    # as the worker does: the last sequence it applied on the shard
+                    await store.commit_decisions(
+                        decisions,
+                        shard=shard,
+                        lease_token="",
+                        applied_through=applied.get(shard, 0),
+                    )
+                    applied[shard] = sequence
                     n += len(part)
             after = await redis.info("cpu")
             calls_after = await redis.info("commandstats")
@@ -180,15 +205,20 @@ async def main() -> None:
     parser.add_argument("--commands", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64, help="puts per commit call")
+    parser.add_argument(
+        "--bounded",
+        action="store_true",
+        help="keep the results index the worker keeps (Limits.idempotency_*)",
+    )
     args = parser.parse_args()
     by_shard = commands(args.commands)
     runs: dict[str, list[dict]] = {name: [] for name in VARIANTS}
     for _ in range(args.rounds):
         for name, (source, appendonly) in VARIANTS.items():
-            runs[name].append(await run(source, appendonly, by_shard, args.batch))
+            runs[name].append(await run(source, appendonly, by_shard, args.batch, args.bounded))
     print(
         f"Redis per append ({args.commands} appends, {args.batch} per commit call, "
-        f"medians of {args.rounds} rounds)"
+        f"results {'bounded' if args.bounded else 'unbounded'}, medians of {args.rounds} rounds)"
     )
     print(f"  {'variant':22} {'CPU µs':>7} {'commands':>9} {'keys':>6} {'bytes':>7}")
     out = {}
@@ -199,7 +229,16 @@ async def main() -> None:
             f"  {name:22} {med['redis_us']:7.1f} {med['commands']:9.2f} {med['keys']:6.2f}"
             f" {med['bytes']:7.0f}"
         )
-    print(json.dumps({"commands": args.commands, "batch": args.batch, "variants": out}))
+    print(
+        json.dumps(
+            {
+                "commands": args.commands,
+                "batch": args.batch,
+                "bounded": args.bounded,
+                "variants": out,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
