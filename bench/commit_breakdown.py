@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import socket
@@ -35,17 +36,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from redis.asyncio import Redis
 
 sys.path.insert(0, str(Path(__file__).parent))
-from workloads import appends, take
+from workloads import appends, as_put, take
 
 from zeromem.embedded.servers import find_redis_server
 from zeromem.limits import Limits
 from zeromem.naming import shard_for
-from zeromem.schemas import MemoryType, Put, owner_of
+from zeromem.schemas import Put, owner_of
 from zeromem.store import scripts
 from zeromem.store.items import KeyState
 from zeromem.worker.analysis import default_engine
@@ -98,34 +100,15 @@ def commands(n: int) -> dict[int, list[Put]]:
     """The append workload's puts, by shard."""
     by_shard: dict[int, list[Put]] = {}
     for i, spec in enumerate(take(appends(n, 100), n)):
-        put = Put(
-            id=f"01JBREAKDOWN{i:014d}",
-            tenant="append",
-            agent="bench",
-            ts=1_764_600_000.0 + i * 0.001,
-            key=spec.key,
-            value=spec.value,
-            content=spec.content,
-            type=MemoryType(spec.type),
-            tags=spec.tags,
-            references=spec.references,
-            ttl_s=spec.ttl,
-        )
+        put = as_put(spec, i, "01JBREAKDOWN")
         by_shard.setdefault(shard_for("append", owner_of(spec.key), SHARDS), []).append(put)
     return by_shard
 
 
-async def run(
-    source: str,
-    appendonly: str,
-    by_shard: dict[int, list[Put]],
-    batch: int,
-    bounded: bool = False,
-) -> dict:
-    """One variant on a fresh server: Redis CPU, commands, keys, memory per append."""
-    commit = scripts.Script("commit.lua")
-    commit.source, commit.sha = source, hashlib.sha1(source.encode()).hexdigest()
-    scripts.COMMIT = commit
+@contextlib.asynccontextmanager
+async def private_redis(appendonly: str = "yes") -> AsyncIterator[Redis]:
+    """A redis-server of its own on a free port in a temporary directory, persisting as
+    `zeromem up` runs it (append-only file, fsync every second, no RDB saves)."""
     with tempfile.TemporaryDirectory() as tmp:
         port = _free_port()
         server = subprocess.Popen(
@@ -143,61 +126,75 @@ async def run(
                     break
                 except OSError:
                     await asyncio.sleep(0.05)
-            engine = default_engine()
-            limits = Limits()
-            store = Store(
-                redis,
-                result_ttl_s=86_400,
-                tombstone_ttl_s=86_400,
-                result_records=limits.idempotency_records if bounded else 0,
-                result_bytes=limits.idempotency_bytes if bounded else 0,
-            )
-            before = await redis.info("cpu")
-            calls_before = await redis.info("commandstats")
-            n, sequence = 0, 0
-            applied: dict[int, int] = {}
-            for shard, puts in by_shard.items():
-                for start in range(0, len(puts), batch):
-                    part = puts[start : start + batch]
-                    decisions = []
-                    for put in part:
-                        sequence += 1
-                        outcome = engine.decide(put, put.key, KeyState(), put.ts)
-                        outcome.sequence = sequence
-                        decisions.append(store.decision(outcome, sequence, shard))
-                    # as the worker does: the last sequence it applied on the shard
-                    await store.commit_decisions(
-                        decisions,
-                        shard=shard,
-                        lease_token="",
-                        applied_through=applied.get(shard, 0),
-                    )
-                    applied[shard] = sequence
-                    n += len(part)
-            after = await redis.info("cpu")
-            calls_after = await redis.info("commandstats")
-            cpu = sum(
-                after[f] - before[f]
-                for f in ("used_cpu_user_main_thread", "used_cpu_sys_main_thread")
-            )
-
-            def inside(stats: dict) -> int:
-                return sum(
-                    int(v["calls"])
-                    for k, v in stats.items()
-                    if k.removeprefix("cmdstat_") not in ("evalsha", "eval", "info", "script")
-                )
-
-            return {
-                "redis_us": cpu / n * 1e6,
-                "commands": (inside(calls_after) - inside(calls_before)) / n,
-                "keys": await redis.dbsize() / n,
-                "bytes": (await redis.info("memory"))["used_memory"] / n,
-            }
+            yield redis
         finally:
             await redis.aclose()
             server.terminate()
             server.wait()
+
+
+async def run(
+    source: str,
+    appendonly: str,
+    by_shard: dict[int, list[Put]],
+    batch: int,
+    bounded: bool = False,
+) -> dict:
+    """One variant on a fresh server: Redis CPU, commands, keys, memory per append."""
+    commit = scripts.Script("commit.lua")
+    commit.source, commit.sha = source, hashlib.sha1(source.encode()).hexdigest()
+    scripts.COMMIT = commit
+    async with private_redis(appendonly) as redis:
+        engine = default_engine()
+        limits = Limits()
+        store = Store(
+            redis,
+            result_ttl_s=86_400,
+            tombstone_ttl_s=86_400,
+            result_records=limits.idempotency_records if bounded else 0,
+            result_bytes=limits.idempotency_bytes if bounded else 0,
+        )
+        before = await redis.info("cpu")
+        calls_before = await redis.info("commandstats")
+        n, sequence = 0, 0
+        applied: dict[int, int] = {}
+        for shard, puts in by_shard.items():
+            for start in range(0, len(puts), batch):
+                part = puts[start : start + batch]
+                decisions = []
+                for put in part:
+                    sequence += 1
+                    outcome = engine.decide(put, put.key, KeyState(), put.ts)
+                    outcome.sequence = sequence
+                    decisions.append(store.decision(outcome, sequence, shard))
+                # as the worker does: the last sequence it applied on the shard
+                await store.commit_decisions(
+                    decisions,
+                    shard=shard,
+                    lease_token="",
+                    applied_through=applied.get(shard, 0),
+                )
+                applied[shard] = sequence
+                n += len(part)
+        after = await redis.info("cpu")
+        calls_after = await redis.info("commandstats")
+        cpu = sum(
+            after[f] - before[f] for f in ("used_cpu_user_main_thread", "used_cpu_sys_main_thread")
+        )
+
+        def inside(stats: dict) -> int:
+            return sum(
+                int(v["calls"])
+                for k, v in stats.items()
+                if k.removeprefix("cmdstat_") not in ("evalsha", "eval", "info", "script")
+            )
+
+        return {
+            "redis_us": cpu / n * 1e6,
+            "commands": (inside(calls_after) - inside(calls_before)) / n,
+            "keys": await redis.dbsize() / n,
+            "bytes": (await redis.info("memory"))["used_memory"] / n,
+        }
 
 
 async def main() -> None:

@@ -18,18 +18,15 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import cast
 
 from redis.asyncio import Redis
 
 sys.path.insert(0, str(Path(__file__).parent))
-from commit_breakdown import _free_port, commands
+from commit_breakdown import commands, private_redis
 
-from zeromem.embedded.servers import find_redis_server
 from zeromem.store.keys import redis_keys
 from zeromem.worker.analysis import default_engine
 from zeromem.worker.coalesce import Coalesced
@@ -37,55 +34,34 @@ from zeromem.worker.store import Store
 
 
 async def run(puts: list, alone: bool) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        port = _free_port()
-        server = subprocess.Popen(
-            [
-                *(find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--dir", tmp),
-                *("--appendonly", "yes", "--appendfsync", "everysec", "--save", ""),
-            ],
-            stdout=subprocess.DEVNULL,
+    async with private_redis() as redis:
+        engine = default_engine()
+        coalesced = Coalesced(redis)
+        store = Store(
+            cast(Redis, coalesced),
+            result_ttl_s=86_400,
+            tombstone_ttl_s=86_400,
+            result_records=1000,
         )
-        redis = Redis(port=port)
-        try:
-            for _ in range(100):
-                try:
-                    await redis.ping()
-                    break
-                except OSError:
-                    await asyncio.sleep(0.05)
-            engine = default_engine()
-            coalesced = Coalesced(redis)
-            store = Store(
-                cast(Redis, coalesced),
-                result_ttl_s=86_400,
-                tombstone_ttl_s=86_400,
-                result_records=1000,
-            )
-            before = await redis.info("cpu")
-            reads = (await redis.info("stats"))["total_reads_processed"]
-            shard = 3
-            for sequence, put in enumerate(puts, 1):
-                (state,), _ = await store.read([(put.tenant, put.key)], [], shard=shard)
-                outcome = engine.decide(put, put.key, state, put.ts)
-                outcome.sequence = sequence
-                decision = store.decision(outcome, sequence, shard)
-                await store.commit_decisions([decision], shard=shard, lease_token="")
-                coalesced.later("SET", redis_keys(put.tenant).applied(shard), sequence)
-                if alone:
-                    await coalesced.drain()
-            await coalesced.drain()
-            after = await redis.info("cpu")
-            reads = (await redis.info("stats"))["total_reads_processed"] - reads
-            cpu = sum(
-                after[f] - before[f]
-                for f in ("used_cpu_user_main_thread", "used_cpu_sys_main_thread")
-            )
-            return {"redis_us": cpu / len(puts) * 1e6, "round_trips": (reads - 2) / len(puts)}
-        finally:
-            await redis.aclose()
-            server.terminate()
-            server.wait()
+        before = await redis.info("cpu")
+        reads = (await redis.info("stats"))["total_reads_processed"]
+        shard = 3
+        for sequence, put in enumerate(puts, 1):
+            (state,), _ = await store.read([(put.tenant, put.key)], [], shard=shard)
+            outcome = engine.decide(put, put.key, state, put.ts)
+            outcome.sequence = sequence
+            decision = store.decision(outcome, sequence, shard)
+            await store.commit_decisions([decision], shard=shard, lease_token="")
+            coalesced.later("SET", redis_keys(put.tenant).applied(shard), sequence)
+            if alone:
+                await coalesced.drain()
+        await coalesced.drain()
+        after = await redis.info("cpu")
+        reads = (await redis.info("stats"))["total_reads_processed"] - reads
+        cpu = sum(
+            after[f] - before[f] for f in ("used_cpu_user_main_thread", "used_cpu_sys_main_thread")
+        )
+        return {"redis_us": cpu / len(puts) * 1e6, "round_trips": (reads - 2) / len(puts)}
 
 
 async def main() -> None:

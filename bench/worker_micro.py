@@ -31,14 +31,14 @@ import msgspec
 
 from zeromem.lifecycle.audit import write_entry
 from zeromem.lifecycle.redact import Redactor
-from zeromem.schemas import AuditBatch, MemoryType, Put, decode_command, encode
+from zeromem.schemas import AuditBatch, decode_command, encode
 from zeromem.store.items import KeyState
 from zeromem.worker import analysis
 from zeromem.worker.analysis import default_engine
 from zeromem.worker.store import _PACK, Store
 
 sys.path.insert(0, str(Path(__file__).parent))
-from workloads import appends, take
+from workloads import appends, as_put, take
 
 BATCH = 256
 
@@ -46,19 +46,7 @@ BATCH = 256
 def puts(n: int) -> list[bytes]:
     out = []
     for i, spec in enumerate(take(appends(n, 100), n)):
-        put = Put(
-            id=f"01JMICRO{i:018d}",
-            tenant="append",
-            agent="bench",
-            ts=1_764_600_000.0 + i * 0.001,
-            key=spec.key,
-            value=spec.value,
-            content=spec.content,
-            type=MemoryType(spec.type),
-            tags=spec.tags,
-            references=spec.references,
-            ttl_s=spec.ttl,
-        )
+        put = as_put(spec, i, "01JMICRO")
         out.append(encode(put))
     return out
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from zeromem.schemas import CONTENT_MAX_CHARS, MemoryType
+from zeromem.schemas import CONTENT_MAX_CHARS, MemoryType, Put
 
 # The head of the distribution: common words, so the short frequent terms real text is
 # full of dominate the postings, as they do in conversation.
@@ -167,3 +167,21 @@ def rewrites(n: int, owners: int) -> Iterator[PutSpec]:
 
 def take(specs: Iterator[PutSpec], n: int) -> list[PutSpec]:
     return list(itertools.islice(specs, n))
+
+
+def as_put(spec: PutSpec, i: int, id_prefix: str, tenant: str = "append") -> Put:
+    """The ``i``-th spec as the put a client would send: a fixed id (``id_prefix`` padded
+    to 26 characters) and time, so runs of a bench decide the same commands."""
+    return Put(
+        id=f"{id_prefix}{i:0{26 - len(id_prefix)}d}",
+        tenant=tenant,
+        agent="bench",
+        ts=1_764_600_000.0 + i * 0.001,
+        key=spec.key,
+        value=spec.value,
+        content=spec.content,
+        type=MemoryType(spec.type),
+        tags=spec.tags,
+        references=spec.references,
+        ttl_s=spec.ttl,
+    )
