@@ -24,7 +24,12 @@ log = logging.getLogger(__name__)
 
 
 class LeaseLostError(RuntimeError):
-    pass
+    """The shard's lease is no longer this worker's; the message says how it was lost."""
+
+    def __init__(self, shard: int, how: str = "a commit was fenced") -> None:
+        super().__init__(f"shard {shard}: {how}")
+        self.shard = shard
+        self.how = how
 
 
 class ShardLeases:
@@ -59,21 +64,38 @@ class ShardLeases:
 
     async def keep(self, shard: int) -> None:
         """Renew the lease until cancelled; raises ``LeaseLostError`` once it is lost (taken
-        by another, or Redis unreachable for longer than the lease lives)."""
+        by another, expired before a renewal came, or Redis unreachable for longer than
+        the lease lives), saying which and how late the renewals were: a worker whose
+        event loop was held up past the lease's life loses it without any other worker
+        wanting it, and that must be told apart from a takeover."""
         key = shard_lease_key(shard)
         failures_since = None
+        renewed_at = time.monotonic()
         while True:
             await asyncio.sleep(self.ttl_s / 3)
             try:
-                renewed_at = time.monotonic()
-                if not await scripts.LEASE_RENEW(self.redis, [key], [self.token, self._ttl_ms]):
-                    raise LeaseLostError(shard)
-                self._sure_until[shard] = renewed_at + self.ttl_s / 2
+                asked_at = time.monotonic()
+                held = await scripts.LEASE_RENEW(self.redis, [key], [self.token, self._ttl_ms])
+                if held != 1:
+                    raise LeaseLostError(shard, self._lost(held, time.monotonic() - renewed_at))
+                renewed_at = asked_at
+                self._sure_until[shard] = asked_at + self.ttl_s / 2
                 failures_since = None
-            except RedisError:
+            except RedisError as exc:
                 failures_since = failures_since or time.monotonic()
                 if time.monotonic() - failures_since > self.ttl_s:
-                    raise LeaseLostError(shard) from None
+                    raise LeaseLostError(
+                        shard, f"Redis unreachable for longer than the lease lives: {exc}"
+                    ) from None
+
+    def _lost(self, held: object, since_renewal_s: float) -> str:
+        if held == -1:
+            return "another worker holds the lease"
+        return (
+            f"the lease expired: {since_renewal_s:.1f}s since its last renewal "
+            f"(it lives {self.ttl_s:g}s, renewed every {self.ttl_s / 3:.2f}s; the event "
+            "loop or Redis was held up)"
+        )
 
     async def confirm(self, shard: int) -> None:
         """Unless the lease was renewed recently, ask Redis whether it is still ours: a
@@ -82,8 +104,10 @@ class ShardLeases:
             return
         checked_at = time.monotonic()
         key = shard_lease_key(shard)
-        if not await scripts.LEASE_RENEW(self.redis, [key], [self.token, self._ttl_ms]):
-            raise LeaseLostError(shard)
+        held = await scripts.LEASE_RENEW(self.redis, [key], [self.token, self._ttl_ms])
+        if held != 1:
+            since = checked_at - (self._sure_until.get(shard, checked_at) - self.ttl_s / 2)
+            raise LeaseLostError(shard, self._lost(held, since))
         self._sure_until[shard] = checked_at + self.ttl_s / 2
 
     async def release(self, shard: int, timeout: float = 1.0) -> None:

@@ -363,8 +363,8 @@ class WorkerService:
                 await self._consume(shard)
             except asyncio.CancelledError:
                 raise
-            except LeaseLostError:
-                log.warning("lost the lease of shard %d; standing by", shard)
+            except LeaseLostError as lost:
+                log.warning("lost the lease of shard %d (%s); standing by", shard, lost.how)
             except RedisBehindError:
                 log.warning("shard %d: Redis lost applies it had confirmed; catching up", shard)
                 self.applier.forget_applied(shard)
