@@ -564,7 +564,12 @@ async def dead_letters(nc: NatsClient, limit_s: float = 120.0) -> list[DeadLette
         naming.DEAD_LETTER_SUBJECTS,
         durable=None,
         stream=naming.DEAD_LETTER_STREAM,
-        config=ConsumerConfig(ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL),
+        # An ephemeral consumer goes after 5 s without a pull request by default; taking
+        # in one fetch of dead letters whole (2,000 of up to 260 KB) took longer than that
+        # on a loaded machine, and the consumer was gone when asked how far it was.
+        config=ConsumerConfig(
+            ack_policy=AckPolicy.NONE, deliver_policy=DeliverPolicy.ALL, inactive_threshold=60.0
+        ),
     )
     letters: list[DeadLetter] = []
     try:
