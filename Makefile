@@ -134,7 +134,7 @@ TYPED := zeromem.schemas zeromem.store zeromem.worker zeromem.recall zeromem.que
 	zeromem.lifecycle zeromem.encoding zeromem.sdk zeromem.tools zeromem.auth zeromem.inspect \
 	zeromem.telemetry zeromem.cli zeromem.embedded zeromem.integrations zeromem.demo \
 	zeromem.naming zeromem.limits zeromem.quota zeromem.heap zeromem.logs zeromem.ids \
-	zeromem.health zeromem.extras zeromem.settings zeromem.shape zeromem.bus zeromem.serve \
+	zeromem.health zeromem.stall zeromem.extras zeromem.settings zeromem.shape zeromem.bus zeromem.serve \
 	zeromem.mcp_server
 
 lint: $(STAMP) ## ruff (rules and the formatter's check), mypy --strict, the import contract

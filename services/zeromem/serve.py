@@ -21,6 +21,7 @@ from zeromem.query.service import register_query_handlers, register_recall_and_s
 from zeromem.recall.expansion import shared_expander
 from zeromem.recall.service import RecallService
 from zeromem.settings import Settings
+from zeromem.stall import StallWatch
 from zeromem.telemetry import Telemetry, configure_telemetry
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class ReadServices:
 async def run_read_services(settings: Settings) -> None:
     redis = connect_redis(settings, READ_COMMAND_TIMEOUT_S)
     health = Health(settings.telemetry.liveness_stall_s)
+    stalls = StallWatch(settings.telemetry.loop_stall_log_s).start()
     telemetry = configure_telemetry("serve", settings.telemetry, health)
     services = await ReadServices.start(settings, redis, telemetry)
     # Ready: the connection up, so the queue-group subscriptions receive requests.
@@ -88,3 +90,4 @@ async def run_read_services(settings: Settings) -> None:
         await services.stop()
         await redis.aclose()
         await telemetry.shutdown()
+        stalls.stop()

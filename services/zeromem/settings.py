@@ -185,6 +185,9 @@ class TelemetrySettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     metrics_host: str = "127.0.0.1"  # its address: 0.0.0.0 for a scraper in the cluster
     # /healthz (on the metrics address) fails once the event loop did not turn for this long
     liveness_stall_s: float = 30.0
+    # The loop's stack is logged once it has not turned for this long (``stall``): where
+    # a blocking call holds every shard and request, and leases expire behind it. 0: off
+    loop_stall_log_s: float = 1.0
     # OTLP over HTTP when one of these standard variables is set (the exporter reads the
     # other OTEL_* variables itself).
     otlp_endpoint: str = ""

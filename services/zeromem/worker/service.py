@@ -62,6 +62,7 @@ from zeromem.logs import BoundedLog
 from zeromem.quota import RateQuota
 from zeromem.schemas import Result, status_of
 from zeromem.settings import Settings
+from zeromem.stall import StallWatch
 from zeromem.store.keys import layout, redis_keys
 from zeromem.telemetry import Telemetry, configure_telemetry
 from zeromem.worker.applier import Applier, RedisBehindError
@@ -812,6 +813,7 @@ async def run_worker(settings: Settings, static: tuple[int, int] | None = None) 
     nc = await connect_nats(settings, name=name)
     redis = connect_redis(settings)
     health = Health(settings.telemetry.liveness_stall_s)
+    stalls = StallWatch(settings.telemetry.loop_stall_log_s).start()
     telemetry = configure_telemetry("worker", settings.telemetry, health)
     worker = await WorkerService(settings, shards, nc=nc, redis=redis, telemetry=telemetry).start()
     # Ready: connected, and consuming every shard it should hold (a lease held elsewhere,
@@ -843,6 +845,7 @@ async def run_worker(settings: Settings, static: tuple[int, int] | None = None) 
         with contextlib.suppress(Exception):
             await asyncio.wait_for(redis.aclose(), 1.0)
         await telemetry.shutdown()
+        stalls.stop()
 
 
 def _exit_after(seconds: float) -> None:
