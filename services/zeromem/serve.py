@@ -74,9 +74,10 @@ class ReadServices:
 async def run_read_services(settings: Settings) -> None:
     redis = connect_redis(settings, READ_COMMAND_TIMEOUT_S)
     health = Health(settings.telemetry.liveness_stall_s)
-    stalls = StallWatch(settings.telemetry.loop_stall_log_s).start()
     telemetry = configure_telemetry("serve", settings.telemetry, health)
     services = await ReadServices.start(settings, redis, telemetry)
+    # Watched once started: starting (imports, first connections) is not a stall.
+    stalls = StallWatch(settings.telemetry.loop_stall_log_s).start()
     # Ready: the connection up, so the queue-group subscriptions receive requests.
     health.ready_when("nats_connected", services.connected)
     health.started()

@@ -813,9 +813,10 @@ async def run_worker(settings: Settings, static: tuple[int, int] | None = None) 
     nc = await connect_nats(settings, name=name)
     redis = connect_redis(settings)
     health = Health(settings.telemetry.liveness_stall_s)
-    stalls = StallWatch(settings.telemetry.loop_stall_log_s).start()
     telemetry = configure_telemetry("worker", settings.telemetry, health)
     worker = await WorkerService(settings, shards, nc=nc, redis=redis, telemetry=telemetry).start()
+    # Watched from here: loading the analysers above holds the loop, before any shard.
+    stalls = StallWatch(settings.telemetry.loop_stall_log_s).start()
     # Ready: connected, and consuming every shard it should hold (a lease held elsewhere,
     # say by the pod this one replaces or a worker handing its shard over, keeps it
     # unready until the lease moves).
