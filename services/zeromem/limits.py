@@ -103,6 +103,14 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # so this holds across the deployment); over it a command is refused (``rejected``,
     # dead-lettered) without touching Redis.
     tenant_commands_per_s: float = 0.0
+    # Bytes of a message refused over ``tenant_commands_per_s`` that its dead letter
+    # carries. The command log keeps every message whole (at the dead letter's
+    # ``stream_seq``, for as long as it keeps history: ``Settings.bus.stream_max_age_s``),
+    # so a copy only costs: a tenant flooding past its quota had each refused byte stored
+    # a second time by the broker and written again by the worker, the largest part of a
+    # worker's CPU under the noisy-neighbour flood (README). 0: none, the reason and the
+    # position only; the dead letter's reason says how much of the message it kept.
+    quota_refusal_raw_bytes: int = 0
     # Live memories one tenant may hold, and bytes of them (stored form: value, content,
     # tags and the rest). A put over either is rejected; deletes always pass.
     tenant_memories: int = 10_000_000
