@@ -103,6 +103,14 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # so this holds across the deployment); over it a command is refused (``rejected``,
     # dead-lettered) without touching Redis.
     tenant_commands_per_s: float = 0.0
+    # Bytes of a message refused over ``tenant_commands_per_s`` that its dead letter
+    # carries. The command log keeps every message whole (at the dead letter's
+    # ``stream_seq``, for as long as it keeps history: ``Settings.bus.stream_max_age_s``),
+    # so a copy only costs: a tenant flooding past its quota had each refused byte stored
+    # a second time by the broker and written again by the worker, the largest part of a
+    # worker's CPU under the noisy-neighbour flood (README). 0: none, the reason and the
+    # position only; the dead letter's reason says how much of the message it kept.
+    quota_refusal_raw_bytes: int = 0
     # Live memories one tenant may hold, and bytes of them (stored form: value, content,
     # tags and the rest). A put over either is rejected; deletes always pass.
     tenant_memories: int = 10_000_000
@@ -127,6 +135,15 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # memories per owner). Measured on 16 owners (machine loaded): one call p50 30-45 ms
     # holding Redis 20-48 ms; split, one at a time 56-96 ms, 16 at once 53-58 ms.
     recall_calls_at_once: int = 4
+    # ... and while other tenants' requests arrive too (query.gate's sharing): one at a
+    # time, so that another tenant's command waits in Redis behind one call of a heavy
+    # recall, not four, and the replies come back to the event loop one by one. A recall
+    # over many owners takes longer meanwhile (on 16 owners, above: 56-96 ms against
+    # 53-58). Measured with the noisy-neighbour scenario's recalls alone
+    # (``FLOOD_MODE=recalls``, 8 s phases, three runs alternating 4 and 1, load 5.6-7.1):
+    # tenant B's get p99 under the flood 55 / 73 / 59 ms at 4, 43 / 28 / 50 ms at 1; its
+    # recall p99 39 / 38 / 25 ms at 4, 29 / 14 / 19 at 1.
+    recall_calls_at_once_shared: int = 1
     # Characters of a recall's query, and distinct terms in it.
     query_chars: int = 2000
     query_terms: int = 64

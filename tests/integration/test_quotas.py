@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from tests.harness import ServiceSet
 from tests.integration.test_containment import dead_letters, owner_on_shard
 from zeromem import naming
-from zeromem.bus import connect_redis
+from zeromem.bus import connect_nats, connect_redis
 from zeromem.limits import Limits
 from zeromem.sdk import MemoryClient
 from zeromem.settings import Settings
@@ -110,3 +110,15 @@ async def test_commands_over_the_rate_quota_are_dead_lettered_naming_it(
         letters = await dead_letters(settings)
         assert 100 < len(letters) <= 190, len(letters)
         assert all("tenant_commands_per_s" in letter.reason for letter in letters)
+        # Each names where the message is whole (the command log) instead of a copy of it
+        # (Limits.quota_refusal_raw_bytes, 0 by default).
+        nc = await connect_nats(settings, "quota-test")
+        try:
+            for letter in letters[:5]:
+                assert letter.raw == b"" and f"command log at seq {letter.stream_seq}" in (
+                    letter.reason
+                )
+                kept = await nc.jetstream().get_msg(naming.COMMAND_STREAM, letter.stream_seq)
+                assert kept.subject == letter.subject and kept.data
+        finally:
+            await nc.close()

@@ -193,6 +193,11 @@ class TenantGate:
     def in_flight(self) -> int:
         return self._busy
 
+    def shared(self) -> bool:
+        """Whether more than one tenant is active (a request in the last ``PRESENCE_S``):
+        what the gate's per-tenant bounds while tenants share go by."""
+        return self._shared(time.monotonic())
+
     def _shared(self, now: float) -> bool:
         others = 0
         for at in self._seen.values():

@@ -109,6 +109,7 @@ def register_recall_and_stats(
     the recall service."""
     limits = responder.gate.limits
     service = RecallService(redis, telemetry=telemetry, limits=limits)
+    service.shared = responder.gate.shared
     if not settings.recall_expansion:
         service.config = replace(service.config, expansion_weight=0.0)
     # Recall slides no expiry: its side effect is the audit record alone, sent in batches.

@@ -88,6 +88,10 @@ class RecallService:
         # Query expansion's model (recall.expansion); None: the process's shared one,
         # loaded on the first recall that expands.
         self.expander: Expander | None = None
+        # Whether other tenants' requests arrive too (the read services set it: their
+        # gate's view, query.gate); while they do, a recall's calls go to Redis
+        # ``Limits.recall_calls_at_once_shared`` at a time.
+        self.shared: Callable[[], bool] = lambda: False
         # Called with each answered recall (the read services set it: the audit record of
         # the read, with the reader and the keys recalled). Must not block.
         self.on_read: Callable[[RecallRequest, RecallReply], None] | None = None
@@ -180,7 +184,11 @@ class RecallService:
             explain=request.explain,
             date_range=dates,
             owners_per_call=self.limits.recall_owners_per_call,
-            calls_at_once=self.limits.recall_calls_at_once,
+            calls_at_once=(
+                self.limits.recall_calls_at_once_shared
+                if self.shared()
+                else self.limits.recall_calls_at_once
+            ),
             term_weights=expanded,
         )
         if request.include_archived:

@@ -52,6 +52,10 @@ class Dead:
     # Tell a caller waiting on the command (Zm-Reply) why it was refused. Not when the
     # command's own rejected result goes out with the others (it failed after admission).
     reply: bool = True
+    # Bytes of ``raw`` its dead letter carries (None: all). A message refused whole before
+    # admission stays whole in the command log, at ``sequence``, where its dead letter
+    # points: a copy only costs (``Limits.quota_refusal_raw_bytes``).
+    raw_kept: int | None = None
 
 
 def admit_messages(

@@ -482,7 +482,10 @@ class WorkerService:
                                 f"{limits.tenant_commands_per_s:g} commands/s on "
                                 f"shard {shard}; {count} command(s) refused",
                             )
-                            refusing.append((held, Dead(msg, msg.data, reason, seq)))
+                            dead = Dead(
+                                msg, msg.data, reason, seq, raw_kept=limits.quota_refusal_raw_bytes
+                            )
+                            refusing.append((held, dead))
                         seen_msgs += 1
                         seen_commands += count
                         seen_bytes += len(msg.data)
