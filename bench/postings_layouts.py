@@ -14,6 +14,10 @@ and the CPU of reading one (owner, term)'s postings (200 reads, Zipf-drawn terms
 - ``one sorted set per owner``: one ZADD per append carrying all its postings, members
   ``term NUL inverted-score NUL key`` at score 0, read by lexical range;
 - ``string per term``: an APPEND of a fixed record per (owner, term), read whole;
+- ``merged per owner``: the postings of ``--merge`` appends of one owner grouped by term
+  (by the caller, as a worker merging an owner's recent appends would) and written as one
+  ZADD per term into the same sorted sets per term: what a merge into today's readable
+  index costs, per posting;
 - ``log per owner``: one APPEND per append of its whole posting list to its owner's log
   (no term lookup at all: what a write-optimised layout pays at write time, before the
   merge into a readable index that it would need; the merge is not measured here).
@@ -78,6 +82,17 @@ for i = 1, #ARGV, 3 do
 end
 return 1
 """,
+    # ARGV here: (term, n, score, key, score, key, ...) per term: a merge of an owner's
+    # appends, grouped by term before the call, one ZADD per term.
+    "merged per owner": """
+local i = 1
+while i <= #ARGV do
+  local key, n = 'm:' .. ARGV[i], tonumber(ARGV[i + 1])
+  redis.call('ZADD', key, unpack(ARGV, i + 2, i + 1 + 2 * n))
+  i = i + 2 + 2 * n
+end
+return 1
+""",
     "log per owner": """
 for i = 1, #ARGV, 3 do
   redis.call('APPEND', 'd:' .. ARGV[i], ARGV[i + 2])
@@ -106,9 +121,10 @@ async def _cpu(redis: Redis) -> float:
 
 
 async def read_one(redis: Redis, layout: str, owner: str, term: str) -> None:
-    if layout == "sorted set per term":
-        await redis.zrevrange(f"p:{owner}:{term}", 0, 49, withscores=True)
-        await redis.zcard(f"p:{owner}:{term}")
+    if layout in ("sorted set per term", "merged per owner"):
+        prefix = "p" if layout == "sorted set per term" else "m"
+        await redis.zrevrange(f"{prefix}:{owner}:{term}", 0, 49, withscores=True)
+        await redis.zcard(f"{prefix}:{owner}:{term}")
     elif layout == "one sorted set per owner":
         await redis.zrangebylex(f"q:{owner}", f"[{term}\0", f"[{term}\1", 0, 50)
         await redis.zlexcount(f"q:{owner}", f"[{term}\0", f"[{term}\1")
@@ -118,13 +134,43 @@ async def read_one(redis: Redis, layout: str, owner: str, term: str) -> None:
         await redis.get(f"d:{owner}")
 
 
-async def run(layout: str, items: list[tuple[str, str, list]], owners: int) -> dict[str, float]:
+def merges(items: list[tuple[str, str, list]], merge: int) -> list[list[object]]:
+    """The calls of ``merged per owner``: each owner's appends ``merge`` at a time, their
+    postings grouped by (owner, term), at most ``BATCH * 21`` postings a call."""
+    by_owner: dict[str, list[tuple[str, list]]] = {}
+    for owner, key, terms in items:
+        by_owner.setdefault(owner, []).append((key, terms))
+    calls: list[list[object]] = []
+    for owner, appended in by_owner.items():
+        for start in range(0, len(appended), merge):
+            grouped: dict[str, list[object]] = {}
+            for key, terms in appended[start : start + merge]:
+                for t in range(0, len(terms), 2):
+                    grouped.setdefault(terms[t], []).extend((terms[t + 1], key))
+            argv: list[object] = []
+            for term, members in grouped.items():
+                argv += [f"{owner}:{term}", len(members) // 2, *members]
+                if len(argv) > BATCH * 21 * 2:
+                    calls.append(argv)
+                    argv = []
+            if argv:
+                calls.append(argv)
+    return calls
+
+
+async def run(
+    layout: str, items: list[tuple[str, str, list]], owners: int, merge: int
+) -> dict[str, float]:
     async with private_redis() as redis:
         sha = await redis.script_load(LAYOUTS[layout])
+        calls = merges(items, merge) if layout == "merged per owner" else None
         memory_before = (await redis.info("memory"))["used_memory"]
         cpu_before = await _cpu(redis)
-        for i in range(0, len(items), BATCH):
-            argv: list[object] = []
+        if calls is not None:
+            for argv in calls:
+                await redis.evalsha(sha, 0, *argv)
+        for i in range(0, len(items) if calls is None else 0, BATCH):
+            argv = []
             for owner, key, terms in items[i : i + BATCH]:
                 argv += [owner, key, msgpack.packb(terms)]
             await redis.evalsha(sha, 0, *argv)
@@ -153,13 +199,14 @@ async def main() -> None:
     parser.add_argument("--owners", type=int, default=100)
     parser.add_argument("--per-owner", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--merge", type=int, default=256, help="appends of an owner a merge takes")
     args = parser.parse_args()
     items = appends(args.owners, args.per_owner, random.Random(1))
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in LAYOUTS}
     started = time.monotonic()
     for _ in range(args.rounds):
         for name in LAYOUTS:
-            runs[name].append(await run(name, items, args.owners))
+            runs[name].append(await run(name, items, args.owners, args.merge))
     medians = {
         name: {k: round(statistics.median(r[k] for r in rs), 2) for k in rs[0]}
         for name, rs in runs.items()
