@@ -222,13 +222,17 @@ def test_a_message_refused_on_arrival_is_acknowledged_with_the_prefix_only() -> 
     assert settle(window) == 2
 
 
-def test_messages_waiting_long_are_reported_once_per_interval() -> None:
-    window = window_of(("a", 1), ("b", 1))
+def test_messages_held_long_are_reported_once_per_interval_until_acknowledged() -> None:
+    window = window_of(("a", 1), ("b", 1), ("c", 1))
     for held in window.held:
         held.since -= 100  # arrived long ago
-    run(window, window.next_call(admit, **ALONE))  # a's applied: it no longer waits
-    assert [h.sequence for h in window.waiting_since(time.monotonic() - 10)] == [2]
-    assert window.waiting_since(time.monotonic() - 10) == []  # its clock restarted
+    run(window, window.next_call(admit, **ALONE))  # a's applied, not acknowledged yet
+    assert [h.sequence for h in window.waiting_since(time.monotonic() - 10)] == [1, 2, 3]
+    assert window.waiting_since(time.monotonic() - 10) == []  # their clocks restarted
+    assert settle(window) == 1  # a's acknowledged: nothing to tell the server of it
+    for held in window.held:
+        held.since -= 100
+    assert [h.sequence for h in window.waiting_since(time.monotonic() - 10)] == [2, 3]
 
 
 def test_a_tenant_busy_elsewhere_waits_and_the_others_go_on() -> None:

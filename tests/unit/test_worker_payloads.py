@@ -86,6 +86,23 @@ async def test_a_publication_whose_ack_never_comes_is_sent_again_after_the_ack_w
     assert len(js.sent) == 2 and js.acks[0].cancelled()
 
 
+async def test_each_resend_of_a_late_publication_waits_twice_as_long() -> None:
+    """A broker that is slow, not gone: resending every late message at once doubles what
+    it must take in, and keeps its answers late."""
+    js = FakeJetStream()
+    box = outbox(js, ack_wait_s=5.0)
+    pubs = [await box._publish_stored("dead.a", b"1" * 1000, {"Nats-Msg-Id": "x"})]
+    for wait in (5.0, 10.0, 20.0, 40.0, 80.0, 80.0):  # doubled, up to 16 times the first
+        pubs[0].sent_at -= wait - 0.5  # not yet
+        assert not await box.confirm(pubs)
+        sent = len(js.sent)
+        pubs[0].sent_at -= 1.0  # past it: sent again
+        assert not await box.confirm(pubs) and len(js.sent) == sent + 1
+    assert box.stats.resent == 6 and pubs[0].resends == 6
+    js.acks[-1].set_result(object())
+    assert await box.confirm(pubs)
+
+
 async def test_a_publication_the_broker_keeps_refusing_is_given_up_after_bounded_attempts() -> None:
     js = FakeJetStream()
     box = outbox(js)

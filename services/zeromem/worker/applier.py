@@ -58,6 +58,7 @@ class WorkerStats:
     archived: int = 0
     forgotten: int = 0
     delivery_gaps: int = 0  # consumers opened again after a delivery never arrived
+    resent: int = 0  # publications sent again, their acknowledgement late or failed
     skipped: int = 0  # at or below the shard's recorded sequence, with no stored result
     batches: int = 0
     by_op: dict[str, int] = field(default_factory=dict)

@@ -257,13 +257,16 @@ class ShardWindow:
         return True
 
     def waiting_since(self, before: float) -> list[Held]:
-        """Messages still waiting that arrived (or were last renewed) before ``before``:
-        the server would deliver them again at its ack wait unless told they are in hand.
-        Their clock restarts."""
+        """Messages not acknowledged yet that arrived (or were last renewed) before
+        ``before``: the server would deliver them again at its ack wait unless told they
+        are in hand. Their clock restarts. Done ones too: a message applied or refused
+        waits for its publications' acknowledgements before its own, and delivered again
+        meanwhile it came back whole (dead letters of a few hundred kilobytes each, every
+        ack wait, while a busy broker was slow to confirm them)."""
         now = time.monotonic()
         out = []
         for held in self.held:
-            if not held.done and held.since < before:
+            if held.since < before:
                 held.since = now
                 out.append(held)
         return out

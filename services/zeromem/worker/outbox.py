@@ -61,6 +61,15 @@ class Publication:
     ack: asyncio.Future[PubAck]
     sent_at: float
     attempts: int = 0  # acknowledgements that failed other than by an outage
+    resends: int = 0  # times sent again (late or failed by an outage)
+
+    def patience(self, first_s: float) -> float:
+        """How long its acknowledgement is waited for before it is sent again: ``first_s``
+        at first, doubled with each resend up to 16 times that. A broker that is slow, not
+        gone, answers late; sending every late message again at once doubles what it must
+        take in, and with dead letters of a few hundred kilobytes the resends kept a busy
+        broker's answers late for good (issue 12's hostile scenario on a loaded machine)."""
+        return first_s * float(2 ** min(self.resends, 4))
 
 
 class Outbox:
@@ -103,7 +112,8 @@ class Outbox:
         """Whether every one of ``publications`` is stored; the stored ones are removed
         from the list. One whose acknowledgement failed is sent again (same message id:
         stored once) after ``RESEND_DELAY_S``, one whose acknowledgement has not come
-        within the ack wait (lost in a broker restart) at once; while the broker is
+        within the ack wait (lost in a broker restart) then; each later resend of the same
+        one waits twice as long (``Publication.patience``); while the broker is
         unreachable, at the next check after that delay. One the broker keeps refusing
         for another reason is given up after ``Limits.message_attempts`` (logged): a
         record is lost, the shard goes on."""
@@ -112,14 +122,21 @@ class Outbox:
         for n, pub in enumerate(publications):
             ack = pub.ack
             if not ack.done():
-                if now - pub.sent_at < self.ack_wait_s:
+                if now - pub.sent_at < pub.patience(self.ack_wait_s):
                     confirmed = False
                     continue
                 ack.cancel()  # frees its place among the client's pending publishes
+                self._log.warning(
+                    ("late", pub.subject.split(".", 2)[1]),
+                    "%s: no acknowledgement in %.1fs; sending it again (resend %d)",
+                    pub.subject,
+                    now - pub.sent_at,
+                    pub.resends + 1,
+                )
             elif ack.cancelled() or (
                 (exc := ack.exception()) is not None and classify(exc) is Fault.OUTAGE
             ):
-                if now - pub.sent_at < RESEND_DELAY_S:
+                if now - pub.sent_at < pub.patience(RESEND_DELAY_S):
                     confirmed = False
                     continue
             elif exc is not None:
@@ -146,7 +163,8 @@ class Outbox:
                 )
                 pub.sent_at = now  # its ack is done (failed or cancelled): tried again later
                 continue
-            again.attempts = pub.attempts
+            again.attempts, again.resends = pub.attempts, pub.resends + 1
+            self.stats.resent += 1
             publications[n] = again
         if confirmed:
             publications.clear()
