@@ -528,14 +528,11 @@ class WorkerService:
                     held, dead = refusing.popleft()
                     held.pending = await self.outbox.send_dead_letters(shard, [dead])
                     held.sending = False
-                deadline = time.monotonic() + ack_wait
-                while window.unsettled() and time.monotonic() < deadline:
-                    await self._acknowledge(window)
-                    await asyncio.sleep(SETTLE_POLL_S)
+                await self._settle(window, ack_wait)
         finally:
-            if window.unsettled():  # a stop or a failure: what is done is not sent again
-                with contextlib.suppress(BaseException):
-                    await asyncio.wait_for(self._acknowledge(window), 1.0)
+            # A stop or a failure: what is done and stored is not delivered again (bounded).
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(self._settle(window, ack_wait), 1.0)
             self._consumers.pop(shard, None)
             self._feeds.pop(shard, None)
             self._blocked.discard(shard)
@@ -568,6 +565,15 @@ class WorkerService:
         # Its publications not all confirmed yet (rarely, this long after): soon.
         acked = await self._acknowledge(window)
         return now + (ACK_EVERY_S if acked else SETTLE_POLL_S)
+
+    async def _settle(self, window: ShardWindow, timeout: float) -> None:
+        """Acknowledge the window's done prefix once its publications are confirmed, for
+        at most ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while window.unsettled() and time.monotonic() < deadline:
+            await self._acknowledge(window)
+            if window.unsettled():
+                await asyncio.sleep(SETTLE_POLL_S)
 
     async def _acknowledge(self, window: ShardWindow) -> bool:
         """Acknowledge the window's prefix of messages done and stored (their audit records
