@@ -90,6 +90,7 @@ class PullFeed:
         self._msgs: list[Msg] = []  # delivered, not yet returned: in delivery order
         self._more = False  # the last one delivered said the consumer had more
         self._want = 0  # a fetch waits: wake once this many messages are in hand
+        self._first = False  # ... or at the first one (it waits with none in hand)
         self._waiter: asyncio.Future[None] | None = None
         self._error: Exception | None = None
         self._interrupted = False
@@ -163,6 +164,7 @@ class PullFeed:
         """Until woken (``_on_msg``, ``nudge``, ``interrupt``) or ``timeout``: whether
         woken."""
         self._want = batch
+        self._first = not self._msgs
         waiter = self._waiter = asyncio.get_running_loop().create_future()
         try:
             async with asyncio.timeout(timeout):
@@ -172,6 +174,7 @@ class PullFeed:
         finally:
             self._waiter = None
             self._want = 0
+            self._first = False
         return True
 
     def _complete(self, batch: int) -> bool:
@@ -222,7 +225,11 @@ class PullFeed:
             self._credit -= 1
             if not self._credit:
                 self._reply = ""  # all it asked for: the server ends it without a status
-        if self._want and (len(self._msgs) >= self._want or not self._more or not self._credit):
+        # The first of a burst wakes the fetch (which then waits out its burst, if the
+        # consumer said it had more), and so does the one that ends it.
+        if self._want and (
+            self._first or len(self._msgs) >= self._want or not self._more or not self._credit
+        ):
             self._wake()
 
     def _wake(self) -> None:
