@@ -97,12 +97,20 @@ from zeromem.worker.store import Store
 
 log = logging.getLogger(__name__)
 
-# An idle shard's first pull waits this long (then longer, up to ``idle_pull_s``).
+# An idle shard's first fetch waits this long (then longer, up to ``idle_pull_s``).
 FIRST_IDLE_PULL_S = 0.5
-# With nothing to apply but publications to confirm, the shard looks at them this often
-# (a new command wakes its fetch at once; only the acknowledgement of what is already
-# applied and published waits, so polling more often would spend a pull request per
-# look for nothing).
+# A shard acknowledges what it applied (and whose publications are stored) at most this
+# often, in one cumulative acknowledgement: one per round cost the broker a message and
+# a consumer update per round. Nothing waits on it: a restart or takeover opens the next
+# consumer where Redis says the shard stands (``bus.open_shard_consumer``), and what was
+# applied but not acknowledged comes again and is recognised (``Applier``); a handover or
+# a stop acknowledges all it can first.
+ACK_EVERY_S = 0.2
+# A window holding more than this share of its bytes limit in messages done but not
+# acknowledged acknowledges them at once (they take the room of the next fetch).
+ACK_EARLY_SHARE = 0.5
+# With publications still to confirm past the acknowledgement's time, or messages held
+# but not done, the shard looks at them this often (a new command wakes its fetch at once).
 SETTLE_POLL_S = 0.02
 # A shard whose tenants' calls are all in flight on other shards waits at most this long
 # for one to end (it is woken when one does).
@@ -386,7 +394,9 @@ class WorkerService:
         tenure = f"{self.leases.token[:12]}{self._tenures}"
         consumer = await open_shard_consumer(self.js, self.settings, shard, tenure, after)
         self._consumers[shard] = consumer
-        feed = await PullFeed(self.nc, naming.COMMAND_STREAM, consumer).start()
+        feed = await PullFeed(
+            self.nc, naming.COMMAND_STREAM, consumer, self.settings.worker.idle_pull_s
+        ).start()
         self._feeds[shard] = feed
         keeper = asyncio.create_task(self.leases.keep(shard))
         keeper.add_done_callback(lambda _: feed.interrupt())  # a lost lease: stop waiting
@@ -407,9 +417,11 @@ class WorkerService:
         refusing: deque[tuple[Held, Dead]] = deque()
         next_delivery = 1  # the consumer is new: its deliveries count from 1
         # How long an empty window waits for the next command: doubled while the shard
-        # stays idle, up to ``idle_pull_s``. The server answers the moment a command comes,
-        # so waiting longer costs no latency; it spares an idle shard's requests.
+        # stays idle, up to ``idle_pull_s``. The feed's request delivers a command the moment
+        # it comes, so waiting longer costs no latency; it spares an idle shard's wake-ups.
         idle_wait = FIRST_IDLE_PULL_S
+        # When the window's done prefix is next acknowledged (None: it has none).
+        ack_due: float | None = None
         admit = functools.partial(self._admit_held, shard)
         try:
             while not self._stopping.is_set() and shard not in self._letting_go:
@@ -418,13 +430,6 @@ class WorkerService:
                 # A worker that stalled (SIGSTOP, a frozen host) asks before taking more
                 # commands; if it was replaced, its consumer is gone anyway.
                 await self.leases.confirm(shard)
-                # Messages applied, their publications not confirmed yet: acknowledged as
-                # soon as they are (a stop or a handover right after would otherwise leave
-                # them to be delivered again), by the publications' callbacks, while the
-                # shard fetches on. Waiting for them before fetching put a broker round
-                # trip in front of every round: 52 to 74 ms a round at 400 appends/s on
-                # the loaded machine, while the next commands waited in the stream.
-                settling = self._settle_wait(window)
                 room = limits.shard_window - window.commands
                 room_bytes = limits.shard_window_bytes - window.bytes
                 if room > 0 and room_bytes > 0:
@@ -437,11 +442,12 @@ class WorkerService:
                         ),
                     )
                     if refusing or (window.runnable and shard not in self._blocked):
-                        wait = 0.001  # with work in hand, only what is there now
+                        wait = 0.0  # with work in hand, only what has come
                     elif shard in self._blocked:
                         wait = BLOCKED_WAIT_S  # woken when a call ends elsewhere
-                    elif settling is not None:
-                        wait = settling  # publications to confirm: woken when they are
+                    elif window.unsettled():  # done, to be acknowledged (a command wakes it)
+                        due = ack_due if ack_due is not None else time.monotonic()
+                        wait = max(0.0, due - time.monotonic())
                     elif len(window):
                         wait = SETTLE_POLL_S
                     else:
@@ -519,18 +525,18 @@ class WorkerService:
                     self._blocked.add(shard)  # its tenants' calls are in flight elsewhere
                 else:
                     self._blocked.discard(shard)
-                await self._acknowledge(window)
+                ack_due = await self._acknowledge_when_due(window, ack_due)
             if shard in self._letting_go:
                 # Handing the shard over: what it applied is acknowledged once stored.
                 while refusing:
                     held, dead = refusing.popleft()
                     held.pending = await self.outbox.send_dead_letters(shard, [dead])
                     held.sending = False
-                deadline = time.monotonic() + ack_wait
-                while window.unsettled() and time.monotonic() < deadline:
-                    await self._acknowledge(window)
-                    await asyncio.sleep(SETTLE_POLL_S)
+                await self._settle(window, ack_wait)
         finally:
+            # A stop or a failure: what is done and stored is not delivered again (bounded).
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(self._settle(window, ack_wait), 1.0)
             self._consumers.pop(shard, None)
             self._feeds.pop(shard, None)
             self._blocked.discard(shard)
@@ -550,55 +556,33 @@ class WorkerService:
                 feed.nudge()
         self._blocked.clear()  # their next fetch does not wait either
 
-    def _settle_wait(self, window: ShardWindow) -> float | None:
-        """None when no applied message waits for its publications (the window's head);
-        otherwise how long the shard's next fetch may wait. The head is acknowledged the
-        moment its publications are all answered, by their own callbacks, without the
-        fetch ending; one whose acknowledgement failed is looked at again soon by the
-        loop (``Outbox.confirm`` sends it again)."""
+    async def _acknowledge_when_due(self, window: ShardWindow, due: float | None) -> float | None:
+        """Acknowledge the window's done prefix if it is ``due`` (or takes much of the
+        window's room); returns when it is due next (None: nothing to acknowledge)."""
         if not window.unsettled():
             return None
-        head = window.head()
-        if head is None:  # still sending its dead letters: look again soon
-            return SETTLE_POLL_S
-        failed = False
-        waiting = []
-        for pub in head.pending:
-            ack = pub.ack
-            if not ack.done():
-                waiting.append(ack)
-            elif ack.cancelled() or ack.exception() is not None:
-                failed = True
-        if not waiting:
-            return SETTLE_POLL_S if failed else 0.001
-        if any(not any(ack is w for w in head.woken) for ack in waiting):
-            head.woken = waiting
-            left = len(waiting)
+        now = time.monotonic()
+        if due is None:
+            return now + ACK_EVERY_S
+        if now < due and window.bytes <= ACK_EARLY_SHARE * self.limits.shard_window_bytes:
+            return due
+        # Its publications not all confirmed yet (rarely, this long after): soon.
+        acked = await self._acknowledge(window)
+        return now + (ACK_EVERY_S if acked else SETTLE_POLL_S)
 
-            def answered(_: object) -> None:
-                nonlocal left
-                left -= 1
-                if left == 0:
-                    task = asyncio.ensure_future(self._acknowledge_now(window))
-                    self._notes.add(task)
-                    task.add_done_callback(self._notes.discard)
-
-            for ack in waiting:
-                ack.add_done_callback(answered)
-        return SETTLE_POLL_S if failed else FIRST_IDLE_PULL_S
-
-    async def _acknowledge_now(self, window: ShardWindow) -> None:
-        """``_acknowledge`` from a publication's callback: its failure is the loop's to
-        see again (its next acknowledgement), so it is only logged here."""
-        try:
+    async def _settle(self, window: ShardWindow, timeout: float) -> None:
+        """Acknowledge the window's done prefix once its publications are confirmed, for
+        at most ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while window.unsettled() and time.monotonic() < deadline:
             await self._acknowledge(window)
-        except Exception as exc:
-            self._log.warning(("ack", type(exc)), "acknowledgement: %s", describe(exc))
+            if window.unsettled():
+                await asyncio.sleep(SETTLE_POLL_S)
 
-    async def _acknowledge(self, window: ShardWindow) -> None:
+    async def _acknowledge(self, window: ShardWindow) -> bool:
         """Acknowledge the window's prefix of messages done and stored (their audit records
-        and dead letters confirmed): one cumulative acknowledgement (AckPolicy.ALL). One
-        at a time per window: the loop and the publications' callbacks both call it."""
+        and dead letters confirmed): one cumulative acknowledgement (AckPolicy.ALL).
+        Whether it acknowledged any."""
         async with window.acknowledging:
             last: Held | None = None
             while (head := window.head()) is not None:
@@ -607,6 +591,7 @@ class WorkerService:
                 last = window.pop()
             if last is not None:
                 await last.msg.ack()
+            return last is not None
 
     def _admit_held(self, shard: int, held: Held) -> tuple[list[Admitted], list[Dead]]:
         return self.admit(shard, [held.msg])
