@@ -181,8 +181,6 @@ class Held:
     # audit records, dead letters), and whether some are still to be sent.
     pending: list[Any] = field(default_factory=list)
     sending: bool = False
-    # The acknowledgements whose answers acknowledge it (their callbacks are set).
-    woken: list[Any] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -225,8 +223,6 @@ class ShardWindow:
         self._ring: deque[str] = deque()
         self._deficit: dict[str, int] = {}
         self.presence = presence or Presence()  # a worker's shards share theirs
-        # Held while acknowledging (the loop and the publications' callbacks both do).
-        self.acknowledging = asyncio.Lock()
 
     def __len__(self) -> int:
         return len(self.held)

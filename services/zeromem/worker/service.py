@@ -582,16 +582,15 @@ class WorkerService:
     async def _acknowledge(self, window: ShardWindow) -> bool:
         """Acknowledge the window's prefix of messages done and stored (their audit records
         and dead letters confirmed): one cumulative acknowledgement (AckPolicy.ALL).
-        Whether it acknowledged any."""
-        async with window.acknowledging:
-            last: Held | None = None
-            while (head := window.head()) is not None:
-                if head.pending and not await self.outbox.confirm(head.pending):
-                    break
-                last = window.pop()
-            if last is not None:
-                await last.msg.ack()
-            return last is not None
+        Whether it acknowledged any. Only the shard's own loop calls it."""
+        last: Held | None = None
+        while (head := window.head()) is not None:
+            if head.pending and not await self.outbox.confirm(head.pending):
+                break
+            last = window.pop()
+        if last is not None:
+            await last.msg.ack()
+        return last is not None
 
     def _admit_held(self, shard: int, held: Held) -> tuple[list[Admitted], list[Dead]]:
         return self.admit(shard, [held.msg])
