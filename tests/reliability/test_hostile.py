@@ -17,7 +17,7 @@ import pytest
 from tests.reliability.cluster import Cluster, scale
 from tests.reliability.history import Report, dead_letters, summarize, wait_idle
 from zeromem import naming
-from zeromem.bus import connect_nats, connect_redis
+from zeromem.bus import connect_nats, connect_redis, provision
 from zeromem.ids import new_command_id
 from zeromem.schemas import DeadLetter, Put, encode, encode_batch
 from zeromem.store.keys import RedisKeys
@@ -142,8 +142,15 @@ GENERATORS: list[Gen] = [
 IN_BATCH: list[Gen] = [wrong_type, odd_key, tenant_mismatch, not_a_map]
 
 
-async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, tenant: str) -> None:
-    workers = await cluster.start_services(workers=2, serve=False)
+@pytest.mark.parametrize("backlog", [False, True], ids=["live", "backlog"])
+async def test_hostile_input_interleaved_with_valid_traffic(
+    cluster: Cluster, tenant: str, backlog: bool
+) -> None:
+    """``backlog``: everything is published before the workers start (workers down during
+    a deploy), so each shard takes in full windows of refused messages at once: the case
+    where acknowledging them was quadratic and, on a loaded machine, held the workers'
+    loops until their leases expired, over and over."""
+    workers = [] if backlog else await cluster.start_services(workers=2, serve=False)
     shards = cluster.settings.shards
     bad_count = int(scale(3_000, 40_000))  # short: every family still ~100+ times
     valid_every = 4  # one valid command between every few bad ones
@@ -151,6 +158,8 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
     owners = [f"user:h{i}" for i in range(16)]
     nc = await connect_nats(cluster.settings, "hostile")  # the operator's: any agent's subject
     js = nc.jetstream(publish_async_max_pending=2000)
+    if backlog:
+        await provision(js, cluster.settings)
     bad_seqs: dict[tuple[int, int | None], str] = {}
     valid_keys: list[str] = []
     families: Counter[str] = Counter()
@@ -218,6 +227,8 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
                     headers={naming.MSG_ID_HEADER: command.id},
                 )
         await js.publish_async_completed()
+        if backlog:
+            workers = await cluster.start_services(workers=2, serve=False)
         for family, ack, index in acks:
             bad_seqs[(ack.result().seq, index)] = family  # type: ignore[attr-defined]
         await wait_idle(nc, shards, limit_s=scale(120, 600))
@@ -241,7 +252,7 @@ async def test_hostile_input_interleaved_with_valid_traffic(cluster: Cluster, te
     not_applied = [k for k, v in zip(valid_keys, versions, strict=True) if v != b"1"]
     reasons = Counter(letters[s].reason.split(":", 1)[0] for s in bad_seqs if s in letters)
     report = Report(
-        "hostile input",
+        "hostile input" + (", published before the workers started" if backlog else ""),
         attempted=bad_count + len(valid_keys),
         acknowledged=bad_count + len(valid_keys),
         applied=len(valid_keys) - len(not_applied),

@@ -654,7 +654,12 @@ class WorkerService:
                 await asyncio.sleep(self.limits.attempt_backoff_s * 2 ** (attempts - 1))
                 continue
             for held in call.touched:
-                held.pending += sent
+                # One list for all the call's messages, not a copy each: confirmed (and
+                # emptied) at the first of them, it is confirmed for the rest. A copy each
+                # made acknowledging a window of a thousand refused messages a million
+                # checks; at 8 copies of the hostile test on 2 cores the loop spent 62% of
+                # its time there, and the leases expired behind it.
+                held.pending = held.pending + sent if held.pending else sent
             window.applied(call)
             if call.completed:
                 self._note_applied(call.tenant, shard, call.completed[-1].sequence)
@@ -691,9 +696,8 @@ class WorkerService:
             reason,
             exc_info=exc,
         )
-        held.pending += await self.outbox.send_dead_letters(
-            shard, [Dead(msg, msg.data, reason, seq)]
-        )
+        sent = await self.outbox.send_dead_letters(shard, [Dead(msg, msg.data, reason, seq)])
+        held.pending = held.pending + sent  # a new list: the one it has may be shared
 
     # --- one call ------------------------------------------------------------------------
 
