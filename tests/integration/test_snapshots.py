@@ -152,13 +152,19 @@ async def test_snapshot_under_writes_and_rebuild_after_the_log_lost_its_head(
         assert header.keys == report.keys > 0 and sum(header.positions.values()) > 0
 
         # Consistency: the snapshot holds the result of every command at or before its
-        # shard's position and of none after (by the live results index, complete here).
+        # shard's position, exactly as the live results index (complete here) has them.
+        # Past the position it may hold the first commands of a batch message whose last
+        # one was not committed at the cut: a message larger than a commit call spans
+        # several calls, and only its last command records the position (worker.messages),
+        # so the replay after a restore takes that message again and finds those commands
+        # done (seen once in a full run: one such message on each of four shards).
         everything = {s: 1 << 62 for s in header.positions}
         copy = _copy_database(settings)
         try:
             await _restored(settings, js, stored, tmp_path)
             in_copy = await _results_up_to(copy, tenant, everything)
-            assert in_copy and in_copy == await _results_up_to(redis, tenant, header.positions)
+            covered = await _results_up_to(copy, tenant, header.positions)
+            assert covered and covered == await _results_up_to(redis, tenant, header.positions)
             assert len(in_copy) < len(await _results_up_to(redis, tenant, everything))
             await copy.flushdb()
         finally:
