@@ -136,6 +136,11 @@ def stream_purge_subject(stream: str) -> str:
     return f"$JS.API.STREAM.PURGE.{stream}"
 
 
+def stream_info_subject(stream: str) -> str:
+    """JetStream's API subject for a stream's information (its subjects, a page at a time)."""
+    return f"$JS.API.STREAM.INFO.{stream}"
+
+
 def pull_request_subject(stream: str, consumer: str) -> str:
     """JetStream's API subject for a pull request (a fetch) on a durable consumer."""
     return f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"

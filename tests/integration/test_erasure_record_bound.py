@@ -8,7 +8,7 @@ import pytest
 
 from zeromem import naming
 from zeromem.bus import connect_nats, connect_redis, provision
-from zeromem.lifecycle.erasure import ErasureRecordRefusedError, erase_tenant
+from zeromem.lifecycle.erasure import ErasureRecordRefusedError, erase_tenant, erased_commands
 from zeromem.settings import Settings
 from zeromem.store.keys import RedisKeys
 
@@ -45,6 +45,29 @@ async def test_a_full_record_of_erasures_refuses_before_purging(isolated: Settin
         await js.publish(naming.command_subject(f"gone{refused_at}", 0, "agent"), b"\x90")
         await erase_tenant(nc, redis, f"gone{refused_at}")
         assert not await redis.exists(RedisKeys(f"gone{refused_at}").stored(0))
+    finally:
+        await nc.drain()
+        await redis.aclose()
+
+
+async def test_the_record_counts_every_erasure_right_after_it(isolated: Settings) -> None:
+    """What a rebuild allows the log to miss is read from the bucket's stream: read right
+    after each erasure, it counts every one so far (nats-py's ``keys()`` watcher could end
+    its replay early and report none, and a rebuild then refused the log as truncated)."""
+    nc = await connect_nats(settings := isolated, name="test-erasures")
+    redis = connect_redis(settings)
+    try:
+        js = nc.jetstream()
+        await provision(js, settings)
+        assert await erased_commands(nc) == 0
+        expected = 0
+        for n in range(12):
+            tenant = f"counted{n}"
+            for _ in range(n % 3 + 1):
+                await js.publish(naming.command_subject(tenant, 0, "agent"), b"\x90")
+            expected += n % 3 + 1
+            await erase_tenant(nc, redis, tenant)
+            assert await erased_commands(nc) == expected
     finally:
         await nc.drain()
         await redis.aclose()

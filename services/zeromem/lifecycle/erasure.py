@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nats.aio.client import Client as NatsClient
-from nats.js.errors import BucketNotFoundError, NoKeysError, NotFoundError
+from nats.js.errors import BucketNotFoundError, NotFoundError
 from redis.asyncio import Redis
 
 from zeromem import naming
@@ -173,8 +173,32 @@ async def erased_commands(nc: NatsClient) -> int:
         bucket = await js.key_value(naming.ERASURE_BUCKET)
     except BucketNotFoundError:
         return 0
-    try:
-        tenants = await bucket.keys()
-    except (NotFoundError, NoKeysError):  # nats-py: an empty bucket has no keys to list
-        return 0
-    return sum([await _erased(bucket, tenant) for tenant in tenants])
+    return sum([await _erased(bucket, tenant) for tenant in await _recorded_tenants(nc)])
+
+
+async def _recorded_tenants(nc: NatsClient) -> list[str]:
+    """The tenants the record of erasures names, from the bucket's stream itself.
+
+    Not ``KeyValue.keys()``: nats-py's watcher can end its initial replay before the
+    entries already on their way arrive (nats-io/nats.py#842) and report an empty bucket,
+    and a rebuild would then refuse a log whose holes the record accounts for. The
+    stream's subject list is a request the server answers whole, a page at a time (the
+    server pages it; nats-py's ``stream_info`` reads only the first page)."""
+    prefix = f"$KV.{naming.ERASURE_BUCKET}."
+    tenants: list[str] = []
+    while True:
+        request = {"subjects_filter": f"{prefix}>", "offset": len(tenants)}
+        reply = await nc.request(
+            naming.stream_info_subject(f"KV_{naming.ERASURE_BUCKET}"),
+            json.dumps(request).encode(),
+            timeout=30,
+        )
+        answer = json.loads(reply.data)
+        if "error" in answer:
+            if answer["error"].get("err_code") == 10059:  # no bucket stream: no erasure
+                return []
+            raise RuntimeError(f"listing the record of erasures: {answer['error']}")
+        page = [subject[len(prefix) :] for subject in answer["state"].get("subjects") or {}]
+        tenants += page
+        if not page or len(tenants) >= int(answer.get("total", 0)):
+            return tenants
