@@ -582,14 +582,15 @@ async def _split_survey(
     rows: list[Any] = []
     tf: dict[str, dict[str, int]] = {}
     owner_at = {owner: n for n, owner in enumerate(owners)}
+    group_of = {owner: g for g, group in enumerate(groups) for owner in group}
+    by_group: list[list[tuple[bytes, int]]] = [[] for _ in groups]
+    for m in members:  # each member's owner once (not once per group: 16 x 400 decodes)
+        owner = owner_of(m.decode())
+        place = group_of.get(owner)
+        if place is not None:
+            by_group[place].append((m, owner_at[owner] - owner_at[groups[place][0]]))
     stage_two = []
-    for group in groups:
-        first = owner_at[group[0]]
-        mine = [
-            (m, owner_at[owner_of(m.decode())] - first)
-            for m in members
-            if owner_of(m.decode()) in group
-        ]
+    for group, mine in zip(groups, by_group, strict=True):
         if mine:
             stage_two.append(
                 partial(
