@@ -275,6 +275,13 @@ def agent_inbox_prefix(tenant: str, agent: str) -> str:
     return f"_INBOX.zm.{tenant}.{agent}"
 
 
+def throttle_subject(tenant: str, agent: str) -> str:
+    """Where a worker tells an agent it is over a rate quota (``schemas.Throttle``): in
+    the agent's inbox, which only its own connections may subscribe to and only services
+    may publish into."""
+    return f"{agent_inbox_prefix(tenant, agent)}.throttle"
+
+
 def service_inbox_prefix(role: str) -> str:
     """The inbox prefix of a service connection (``worker``, ``reader``)."""
     return f"_INBOX.zmsvc.{role}"

@@ -39,3 +39,12 @@ class RateQuota:
             return False
         bucket[0] = tokens - count
         return True
+
+    def wait_for(self, key: Hashable, count: int = 1, now: float | None = None) -> float:
+        """Seconds until ``take(key, count)`` would pass (0: now), taking nothing."""
+        bucket = self._buckets.get(key)
+        if self.rate <= 0 or bucket is None:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        tokens = min(self.rate, bucket[0] + (now - bucket[1]) * self.rate)
+        return max(0.0, (min(count, self.rate) - tokens) / self.rate)

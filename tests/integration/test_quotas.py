@@ -94,8 +94,13 @@ async def test_commands_over_the_rate_quota_are_dead_lettered_naming_it(
     async with services_with(isolated, tenant_commands_per_s=20) as settings:
         shard = naming.shard_for("noisy", "user:n0", settings.shards)
         owner = owner_on_shard("quiet", shard, settings.shards)
+        # A client that ignores the workers' throttle notices (as a hostile one would).
         async with await MemoryClient.connect(
-            settings.bus.nats_url, tenant="noisy", shards=settings.shards, batch=False
+            settings.bus.nats_url,
+            tenant="noisy",
+            shards=settings.shards,
+            batch=False,
+            pace_writes=False,
         ) as noisy:
             for i in range(200):
                 await noisy.put(f"user:n0:k{i % 5}", i)
@@ -122,3 +127,49 @@ async def test_commands_over_the_rate_quota_are_dead_lettered_naming_it(
                 assert kept.subject == letter.subject and kept.data
         finally:
             await nc.close()
+
+
+async def test_an_agent_over_the_rate_quota_is_told_to_wait_and_loses_almost_nothing(
+    isolated: Settings,
+) -> None:
+    """The SDK holds a shard's commands back while a worker's Throttle notice says so
+    (sdk.pacing, worker.throttle): an agent writing at five times its quota has its
+    writes applied late instead of refused. Beside it, in the same run, the same writes
+    from a client that ignores the notices: most are refused."""
+    rate, total = 40, 200
+
+    async def write(tenant: str, pace: bool) -> float:
+        async with await MemoryClient.connect(
+            settings.bus.nats_url, tenant=tenant, shards=settings.shards, pace_writes=pace
+        ) as client:
+            started = time.monotonic()
+            for i in range(total):
+                await client.put(f"user:p0:k{i}", i)
+                await asyncio.sleep(1 / (5 * rate))  # five times the quota
+            await client.flush(timeout=30)
+            took = time.monotonic() - started
+            assert not pace or (client.pacer is not None and client.pacer.notices >= 1)
+        return took
+
+    async def kept(tenant: str) -> int:
+        redis = connect_redis(settings)
+        try:
+            keys = RedisKeys(tenant)
+            return sum([await redis.exists(keys.item(f"user:p0:k{i}")) for i in range(total)])
+        finally:
+            await redis.aclose()
+
+    async with services_with(isolated, tenant_commands_per_s=rate) as settings:
+        paced_s = await write("paced", True)
+        await write("unpaced", False)
+        await asyncio.sleep(1.0)  # the last paced ones applied, the refusals dead-lettered
+        letters = await dead_letters(settings)
+        assert all("tenant_commands_per_s" in x.reason for x in letters)
+        lost = {t: total - await kept(t) for t in ("paced", "unpaced")}
+        # Paced: at most a burst sent before the first notice arrived, and it takes about
+        # as long as the quota says (the bucket's first second, then 40/s).
+        assert lost["paced"] <= total // 10, lost
+        assert any(".paced." in x.subject for x in letters) == (lost["paced"] > 0)
+        assert paced_s >= (total - rate - lost["paced"]) / rate * 0.8, paced_s
+        # Unpaced: over half refused (sent at 200/s for a second, against 40/s).
+        assert lost["unpaced"] >= total // 2, lost

@@ -5,6 +5,8 @@ requesters, and fire-and-forget writes as fast as the SDK sends them, for a whil
 
 Prints one JSON line: what it sent, what was answered, what was refused (and why).
 ``FLOOD_MODE=writes`` or ``recalls`` runs one half alone (to see which one hurts).
+``FLOOD_PACE=0``: the writer ignores the workers' throttle notices (``pace_writes=False``),
+as a client that is not the SDK, or a hostile one, would.
 """
 
 from __future__ import annotations
@@ -32,7 +34,13 @@ async def flood(url: str, tenant: str, shards: int, seconds: float) -> dict[str,
         await MemoryClient.connect(url, tenant=tenant, agent=f"a{i}", shards=shards, timeout=5.0)
         for i in range(4)
     ]
-    writer = await MemoryClient.connect(url, tenant=tenant, agent="aw", shards=shards)
+    writer = await MemoryClient.connect(
+        url,
+        tenant=tenant,
+        agent="aw",
+        shards=shards,
+        pace_writes=os.environ.get("FLOOD_PACE", "1") != "0",
+    )
     stop_at = time.monotonic() + seconds
     counts: Counter[str] = Counter()
 

@@ -67,6 +67,7 @@ from zeromem.schemas.results import (
     Rejected,
     Result,
     ResultStatus,
+    Throttle,
     status_of,
 )
 from zeromem.schemas.strategies import (
@@ -131,6 +132,7 @@ __all__ = [
     "StatsReply",
     "StatsRequest",
     "StrategyError",
+    "Throttle",
     "Touch",
     "UsageRow",
     "batch_length",

@@ -148,6 +148,15 @@ MESSAGES: dict[str, dict[str, Any]] = {
         "dead_letter.v1.json",
         _headers(naming.DEAD_REASON_HEADER, naming.MSG_ID_HEADER),
     ),
+    "throttle": _message(
+        "throttle",
+        "Over a write quota: wait",
+        "A worker refusing an agent's commands over its tenant's rate quota tells the agent "
+        "the quota's rate and when the refused message would have passed (at most one per "
+        "agent and shard every 0.2 s). Advice: a client that waits accordingly has its "
+        "writes applied late instead of refused; the SDK does.",
+        "throttle.v1.json",
+    ),
     "auditBatch": _message(
         "auditBatch",
         "Audit records",
@@ -254,6 +263,13 @@ def _channels() -> dict[str, Any]:
             "tenant",
             "shard",
         ),
+        "throttle": _channel(
+            naming.throttle_subject(_T, _A),
+            "Throttle notices to one agent (core NATS, in its inbox: subscribe to receive).",
+            ("throttle",),
+            "tenant",
+            "agent",
+        ),
         "auditWrites": _channel(
             naming.audit_write_subject(_T, _S),  # type: ignore[arg-type]  # "{shard}": a placeholder
             f"The workers' audit records, in the stream {naming.AUDIT_STREAM} (auditors).",
@@ -323,6 +339,12 @@ def _operations() -> dict[str, Any]:
             "action": "receive",
             "channel": channel("deadLetters"),
             "messages": messages("deadLetters", "deadLetter"),
+        },
+        "receiveThrottle": {
+            "action": "receive",
+            "channel": channel("throttle"),
+            "summary": "An agent learns it is over its tenant's write quota on a shard.",
+            "messages": messages("throttle", "throttle"),
         },
         "receiveAuditWrites": {
             "action": "receive",

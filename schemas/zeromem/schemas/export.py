@@ -40,7 +40,7 @@ from zeromem.schemas.queries import (
     StatsReply,
     StatsRequest,
 )
-from zeromem.schemas.results import DeadLetter, Result
+from zeromem.schemas.results import DeadLetter, Result, Throttle
 from zeromem.schemas.strategies import EMPTY_STRATEGY
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -64,6 +64,8 @@ SCHEMAS: dict[str, Any] = {
     # any request refused (header Zm-Error: <code>), instead of the kind's reply
     "error_reply.v1.json": ErrorReply,
     "dead_letter.v1.json": DeadLetter,
+    # a worker to an agent over its tenant's write quota: wait before sending more
+    "throttle.v1.json": Throttle,
     "stats_request.v1.json": StatsRequest,
     "stats_reply.v1.json": StatsReply,
     "owners_request.v1.json": OwnersRequest,

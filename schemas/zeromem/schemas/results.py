@@ -52,6 +52,21 @@ def status_of(result: Result) -> ResultStatus:
     return _STATUSES[type(result)]
 
 
+class Throttle(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A worker to an agent whose commands it refuses over a rate quota: wait this long
+    before sending more to the shard. Core NATS, at most a few a second per agent and
+    shard, on the agent's own inbox (``naming.throttle_subject``); a client that honours
+    it (the SDK does) stops losing writes to the quota, and stops costing the deployment
+    the refusals (README, quotas)."""
+
+    tenant: str
+    shard: int
+    limit: str  # the limit's setting (``tenant_commands_per_s``)
+    rate: float  # its value: commands per second of the tenant on the shard
+    retry_after_s: float  # until the refused message's commands would be admitted
+    refused: int = 0  # commands of the agent's this notice is about
+
+
 class DeadLetter(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """A message that could not be decoded or validated, kept with its raw bytes."""
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from zeromem import naming
 from zeromem.schemas import encode_batch
 from zeromem.sdk.acks import AckCounter
+from zeromem.sdk.pacing import ShardPacer
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,12 @@ class CommandBatcher:
         max_commands: int = MAX_COMMANDS,
         max_bytes: int = MAX_BYTES,
         dedupe_id: Callable[[str], str] = lambda command_id: command_id,
+        pacer: ShardPacer | None = None,
     ) -> None:
         self.acks = acks
+        # A shard held back (sdk.pacing) holds its subject's buffer: commands issued
+        # meanwhile join it, and it then goes as several messages.
+        self.pacer = pacer
         self.dedupe_id = dedupe_id  # a message's Nats-Msg-Id from its (first) command id
         self.max_commands = max_commands
         self.max_bytes = max_bytes
@@ -69,28 +74,63 @@ class CommandBatcher:
 
     async def send(self, subject: str) -> None:
         """Send what is buffered for ``subject`` now (before a write to it that waits)."""
-        if subject not in self._buffers:
-            return
-        await self.acks.ready()
-        # From here to the connection's buffer nothing yields (see AckCounter.ready): a
-        # write waiting on this one cannot overtake it.
-        buffer = self._buffers.pop(subject, None)
-        if buffer is None:
-            return  # sent by someone else meanwhile
-        count = len(buffer.parts)
+        pacer = self.pacer
+        shard = naming.parse_command_subject(subject)[1] if pacer is not None else 0
+        while (waiting := self._buffers.get(subject)) is not None:
+            if pacer is not None:
+                await pacer.wait(shard, len(waiting.parts))
+            await self.acks.ready()
+            # From here to the connection's buffer nothing yields (see AckCounter.ready):
+            # a write waiting on this one cannot overtake it.
+            buffer = self._buffers.pop(subject, None)
+            if buffer is None:
+                return  # sent by someone else meanwhile
+            if pacer is not None:
+                going = pacer.affordable(shard, len(buffer.parts))
+                if going < len(buffer.parts):
+                    # The quota has room for these now: the rest stays first in line.
+                    rest = _Buffer(f"{buffer.first_id}/{going}")
+                    rest.parts = buffer.parts[going:]
+                    rest.size = sum(map(len, rest.parts))
+                    buffer.parts = buffer.parts[:going]
+                    self._buffers = {subject: rest, **self._buffers}
+                pacer.spent(shard, len(buffer.parts))
+            if len(buffer.parts) > self.max_commands or buffer.size > self.max_bytes:
+                # It grew while the shard was held back: several messages, in order,
+                # each one's dedupe id naming its place.
+                for n, part in enumerate(self._cut(buffer.parts)):
+                    await self._send_one(subject, f"{buffer.first_id}/{n}", part)
+            else:
+                await self._send_one(subject, buffer.first_id, buffer.parts)
+            if pacer is None:
+                return
+
+    async def _send_one(self, subject: str, first_id: str, parts: list[bytes]) -> None:
+        count = len(parts)
         try:
             if count == 1:  # alone: a plain command message, as any publisher sends it
-                once = self.dedupe_id(buffer.first_id)
-                await self.acks.send(subject, buffer.parts[0], {naming.MSG_ID_HEADER: once})
+                once = self.dedupe_id(first_id)
+                await self.acks.send(subject, parts[0], {naming.MSG_ID_HEADER: once})
                 return
             headers = {
-                naming.MSG_ID_HEADER: self.dedupe_id(f"{buffer.first_id}+{count}"),
+                naming.MSG_ID_HEADER: self.dedupe_id(f"{first_id}+{count}"),
                 naming.BATCH_HEADER: str(count),
             }
-            await self.acks.send(subject, encode_batch(buffer.parts), headers, commands=count)
+            await self.acks.send(subject, encode_batch(parts), headers, commands=count)
         except Exception:
             self.unsent += count
             raise
+
+    def _cut(self, parts: list[bytes]) -> list[list[bytes]]:
+        cut: list[list[bytes]] = [[]]
+        size = 0
+        for part in parts:
+            if cut[-1] and (len(cut[-1]) >= self.max_commands or size + len(part) > self.max_bytes):
+                cut.append([])
+                size = 0
+            cut[-1].append(part)
+            size += len(part)
+        return cut
 
     async def send_all(self) -> None:
         """Send everything buffered, and wait for sends already under way."""

@@ -62,6 +62,7 @@ from zeromem.sdk.errors import (
     WaitTimeoutError,
     ZeromemError,
 )
+from zeromem.sdk.pacing import ShardPacer
 from zeromem.sdk.reads import ReadMethods
 from zeromem.sdk.receipts import Receipt, ReceiptStatus, Wait
 from zeromem.settings import Settings
@@ -101,6 +102,7 @@ class MemoryClient(ReadMethods):
         batch: bool = True,
         dedupe_secret: bytes = b"",
         read_your_writes: bool = True,
+        pace_writes: bool = True,
     ) -> None:
         """A client on an open connection ``nc``. With authentication on, ``nc`` must be
         connected with this agent's credential and inbox prefix (``connect`` does both):
@@ -120,8 +122,14 @@ class MemoryClient(ReadMethods):
         self._waiting: dict[str, asyncio.Future[Result]] = {}
         self._reply_sub: Any = None
         self._acks = AckCounter(nc, self._inbox)
+        # Over its tenant's write quota, a shard's commands wait as the workers say.
+        self.pacer = ShardPacer(nc, naming.throttle_subject(tenant, agent)) if pace_writes else None
         # fire-and-forget commands to one shard, issued back to back, share a message
-        self._batcher = CommandBatcher(self._acks, dedupe_id=self._dedupe_id) if batch else None
+        self._batcher = (
+            CommandBatcher(self._acks, dedupe_id=self._dedupe_id, pacer=self.pacer)
+            if batch
+            else None
+        )
         self.telemetry = telemetry or Telemetry()
         self._published = self.telemetry.commands_published
         # An agent writes the same keys again and again, and parsing and hashing each was
@@ -143,6 +151,7 @@ class MemoryClient(ReadMethods):
         batch: bool = True,
         settings: Settings | None = None,
         read_your_writes: bool = True,
+        pace_writes: bool = True,
     ) -> MemoryClient:
         """Connect to ``url``; without one, ZEROMEM_NATS_URL / NATS_URL, then the embedded
         stack ``zeromem up`` runs in this directory. ``creds`` is a creds file (or
@@ -156,7 +165,10 @@ class MemoryClient(ReadMethods):
         taking it from the settings. ``read_your_writes`` (on by default): a get, list or
         recall sees every write this client issued before it, fire-and-forget ones too
         (it names their positions in the command log, and the read service waits, a
-        bounded time, until they are applied; ``zeromem.query.consistency``)."""
+        bounded time, until they are applied; ``zeromem.query.consistency``).
+        ``pace_writes`` (on by default): while a worker says this agent's tenant is over
+        its write quota on a shard, commands to it wait instead of being refused
+        (``zeromem.sdk.pacing``)."""
         from zeromem.auth.credentials import agent_credential, check_identity, nats_options
 
         settings = settings or Settings.from_env()
@@ -196,6 +208,7 @@ class MemoryClient(ReadMethods):
             batch=batch,
             dedupe_secret=secret,
             read_your_writes=read_your_writes,
+            pace_writes=pace_writes,
         )
         made.append(client)
         if shards == "auto":
@@ -215,6 +228,8 @@ class MemoryClient(ReadMethods):
     async def close(self) -> None:
         await self.flush()
         await self._acks.close()
+        if self.pacer is not None:
+            await self.pacer.stop()
         if self._reply_sub is not None:
             with contextlib.suppress(Exception):
                 await self._reply_sub.unsubscribe()
@@ -407,6 +422,7 @@ class MemoryClient(ReadMethods):
                 await batcher.add(subject, command.id, encode(command))
                 return Receipt(command.id, key, "published")
             await batcher.send(subject)  # what was issued before this goes before it
+        await self._pace(subject)
         if wait is Wait.NONE:
             await self._acks.publish(subject, encode(command), headers)
             return Receipt(command.id, key, "published")
@@ -442,6 +458,14 @@ class MemoryClient(ReadMethods):
             self._waiting.pop(command.id, None)
         self._acks.note_applied(naming.parse_command_subject(subject)[1], ack.seq)
         return Receipt(command.id, key, status_of(result), ack.seq, bool(ack.duplicate), result)
+
+    async def _pace(self, subject: str) -> None:
+        """Until a command to ``subject``'s shard may go (sdk.pacing); counted as sent."""
+        pacer = self.pacer
+        if pacer is not None:
+            shard = naming.parse_command_subject(subject)[1]
+            await pacer.wait(shard)
+            pacer.spent(shard, 1)
 
     def route(self, tenant: str, agent: str, key: str, importing: bool = False) -> tuple[str, bool]:
         """(the subject a command on ``key`` goes to, whether the key names a memory)."""

@@ -94,6 +94,7 @@ from zeromem.worker.messages import (
 from zeromem.worker.outbox import Outbox, Publication
 from zeromem.worker.pull import PullFeed
 from zeromem.worker.store import Store
+from zeromem.worker.throttle import ThrottleNotices
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +215,8 @@ class WorkerService:
         self._log = BoundedLog(log, self.limits.log_interval_s)
         # Commands per second of each tenant on each shard (0: no quota).
         self._command_quota = RateQuota(self.limits.tenant_commands_per_s)
+        # ... and the agents refused over it told how long to wait (worker.throttle).
+        self.throttle = ThrottleNotices(self.nc, self._command_quota, self.limits.log_interval_s)
         # The tenants writing to any of this worker's shards lately: its shards share one
         # event loop, so while two tenants are active every shard's calls stay small.
         self._presence = Presence()
@@ -492,6 +495,7 @@ class WorkerService:
                                 msg, msg.data, reason, seq, raw_kept=limits.quota_refusal_raw_bytes
                             )
                             refusing.append((held, dead))
+                            await self.throttle.refused(shard, msg.subject, count)
                         seen_msgs += 1
                         seen_commands += count
                         seen_bytes += len(msg.data)
