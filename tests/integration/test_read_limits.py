@@ -226,6 +226,27 @@ async def test_a_read_nobody_serves_is_told_from_one_left_unanswered(isolated: S
         assert time.monotonic() - started < 2.0  # at once, not after the timeout
 
 
+async def test_a_read_service_back_within_a_moment_answers(isolated: Settings) -> None:
+    """No responder for a moment (a read service restarting or resubscribing after a
+    reconnect): the SDK asks again for up to 0.75 s before it says so."""
+    from tests.harness import ServiceSet
+
+    services = await ServiceSet.start(isolated)
+    try:
+        responder = services.readers[0].responder
+        async with await MemoryClient.connect(
+            isolated.bus.nats_url, tenant="t-back", agent="a", shards=isolated.shards
+        ) as client:
+            await responder.stop()  # unsubscribed: nobody serves gets now
+            read = asyncio.create_task(client.get("user:x:k"))
+            await asyncio.sleep(0.2)
+            assert not read.done()
+            await responder.start()
+            assert await asyncio.wait_for(read, 2.0) is None
+    finally:
+        await services.stop()
+
+
 async def test_a_strategy_is_checked_as_the_request_is_decoded(running: Settings) -> None:
     """The strategy's wire form is the plain map it always was (the empty map too: the
     default, as the first clients sent it); a bad one is a bad_request naming the field,

@@ -17,9 +17,10 @@ class ServiceUnavailableError(ZeromemError):
 
 class NoResponderError(ServiceUnavailableError):
     """NATS itself answered that no read service subscribes to the request's subject (none
-    running, or one still resubscribing after a reconnect): at once, not after the
-    timeout. Told apart from a service that received the request and did not answer,
-    which the same message named before (both looked like "no answer within 5.0s")."""
+    running, or one still resubscribing after a reconnect), again after a moment
+    (``reads.NO_RESPONDER_RETRIES_S``, 0.75 s in all): soon, not after the timeout. Told
+    apart from a service that received the request and did not answer, which the same
+    message named before (both looked like "no answer within 5.0s")."""
 
     def __init__(self, what: str) -> None:
         self.what = what
