@@ -211,7 +211,11 @@ async def wait_for_workers(settings: Settings, timeout: float = 60.0) -> None:
 
 
 def client(  # type: ignore[no-untyped-def]
-    settings: Settings, tenant: str, batch: bool = True, read_your_writes: bool = True
+    settings: Settings,
+    tenant: str,
+    batch: bool = True,
+    read_your_writes: bool = True,
+    pace_writes: bool = True,
 ):
     return MemoryClient.connect(
         settings.bus.nats_url,
@@ -221,6 +225,7 @@ def client(  # type: ignore[no-untyped-def]
         batch=batch,
         settings=settings,
         read_your_writes=read_your_writes,
+        pace_writes=pace_writes,
     )
 
 
