@@ -114,3 +114,30 @@ async def test_a_publication_the_broker_keeps_refusing_is_given_up_after_bounded
         pubs[0].sent_at -= RESEND_DELAY_S
         confirmed = await box.confirm(pubs)
     assert confirmed and len(js.sent) == 2  # sent twice (message_attempts), then dropped
+
+
+async def test_a_long_list_is_not_looked_through_again_at_each_check() -> None:
+    """The loop asks after a window's publications every time it acknowledges; a backlog
+    of refused messages holds thousands (each with its dead letter). The stored head is
+    dropped as found, and the look stops at the first one still awaited."""
+    import time
+
+    js = FakeJetStream()
+    box = outbox(js)
+    pubs = [await box._publish_stored("dead.a", b"1", {}) for _ in range(20_000)]
+    for ack in js.acks[:5_000]:
+        ack.set_result(object())
+    assert not await box.confirm(pubs)
+    assert len(pubs) == 15_000  # the stored head, dropped
+    started = time.perf_counter()
+    for _ in range(1_000):
+        assert not await box.confirm(pubs)  # the head still awaited: one look each
+    assert time.perf_counter() - started < 0.5
+    # Later ones stored first (acknowledgements come in any order): still awaited.
+    for ack in js.acks[6_000:]:
+        ack.set_result(object())
+    assert not await box.confirm(pubs) and len(pubs) == 15_000
+    for ack in js.acks[5_000:6_000]:
+        ack.set_result(object())
+    assert await box.confirm(pubs) and pubs == []
+    assert len(js.sent) == 20_000  # nothing sent again
