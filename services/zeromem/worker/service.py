@@ -433,9 +433,28 @@ class WorkerService:
                 # A worker that stalled (SIGSTOP, a frozen host) asks before taking more
                 # commands; if it was replaced, its consumer is gone anyway.
                 await self.leases.confirm(shard)
+                if refusing or (window.runnable and shard not in self._blocked):
+                    wait = 0.0  # with work in hand, only what has come
+                elif shard in self._blocked:
+                    wait = BLOCKED_WAIT_S  # woken when a call ends elsewhere
+                elif window.unsettled():  # done, to be acknowledged (a command wakes it)
+                    due = ack_due if ack_due is not None else time.monotonic()
+                    wait = max(0.0, due - time.monotonic())
+                elif len(window):
+                    wait = SETTLE_POLL_S
+                else:
+                    wait = idle_wait
                 room = limits.shard_window - window.commands
                 room_bytes = limits.shard_window_bytes - window.bytes
-                if room > 0 and room_bytes > 0:
+                if room <= 0 or room_bytes <= 0:
+                    # A full window takes nothing more; it waits as a fetch would (nothing
+                    # else on this path suspends). Without it, a window full of refused
+                    # messages awaiting their dead letters' acknowledgements spun the loop
+                    # without ever yielding, so the acknowledgements could not be read and
+                    # the leases not renewed: issue 12's hostile backlog, drained slowly,
+                    # its leases lost again and again.
+                    await asyncio.sleep(wait)
+                else:
                     wanted = max(
                         1,
                         min(
@@ -444,17 +463,6 @@ class WorkerService:
                             room_bytes * seen_msgs // seen_bytes,
                         ),
                     )
-                    if refusing or (window.runnable and shard not in self._blocked):
-                        wait = 0.0  # with work in hand, only what has come
-                    elif shard in self._blocked:
-                        wait = BLOCKED_WAIT_S  # woken when a call ends elsewhere
-                    elif window.unsettled():  # done, to be acknowledged (a command wakes it)
-                        due = ack_due if ack_due is not None else time.monotonic()
-                        wait = max(0.0, due - time.monotonic())
-                    elif len(window):
-                        wait = SETTLE_POLL_S
-                    else:
-                        wait = idle_wait
                     try:
                         msgs = await feed.fetch(wanted, timeout=wait)
                         idle_wait = FIRST_IDLE_PULL_S
