@@ -13,6 +13,13 @@ from collections.abc import Hashable
 _MAX_KEYS = 65536  # buckets remembered at once; a forgotten one starts full again
 
 
+def refilled(tokens: float, since: float, now: float, rate: float) -> float:
+    """A bucket's tokens at ``now``, holding ``tokens`` at ``since`` and refilled at
+    ``rate`` up to a second's worth: what a worker's quota holds, and what the SDK
+    models of it from a throttle notice (``sdk.pacing``)."""
+    return min(rate, tokens + (now - since) * rate)
+
+
 class RateQuota:
     """``rate`` per second for each key; a rate of 0 admits everything."""
 
@@ -30,7 +37,7 @@ class RateQuota:
             if len(self._buckets) >= _MAX_KEYS:
                 self._buckets.clear()
             bucket = self._buckets[key] = [self.rate, now]
-        tokens = min(self.rate, bucket[0] + (now - bucket[1]) * self.rate)
+        tokens = refilled(bucket[0], bucket[1], now, self.rate)
         bucket[1] = now
         # A take larger than a second's worth (a batch message) passes when the bucket is
         # full and leaves it in debt: the average stays at ``rate``.
@@ -46,5 +53,5 @@ class RateQuota:
         if self.rate <= 0 or bucket is None:
             return 0.0
         now = time.monotonic() if now is None else now
-        tokens = min(self.rate, bucket[0] + (now - bucket[1]) * self.rate)
+        tokens = refilled(bucket[0], bucket[1], now, self.rate)
         return max(0.0, (min(count, self.rate) - tokens) / self.rate)

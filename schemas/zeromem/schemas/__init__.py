@@ -4,6 +4,7 @@ from zeromem.schemas.audit import REDACTED, AuditBatch, AuditEntry, AuditKind, A
 from zeromem.schemas.codec import (
     DecodeError,
     batch_length,
+    chunks,
     decode,
     decode_command,
     decode_result,
@@ -136,6 +137,7 @@ __all__ = [
     "Touch",
     "UsageRow",
     "batch_length",
+    "chunks",
     "decode",
     "decode_command",
     "decode_result",

@@ -74,6 +74,21 @@ def batch_length(data: bytes) -> int | None:
     return None
 
 
+def chunks(encoded: Sequence[bytes], limit: int, most: int) -> list[list[bytes]]:
+    """``encoded`` cut, in order, into runs of at most ``most`` items and ``limit`` bytes
+    (an item over ``limit`` on its own makes a run of one): the batch messages (or
+    change-feed batches) a list of encoded commands (or results) goes out as."""
+    chunks: list[list[bytes]] = []
+    size = 0
+    for data in encoded:
+        if not chunks or len(chunks[-1]) == most or size + len(data) > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(data)
+        size += len(data)
+    return chunks
+
+
 def split_batch(data: bytes) -> list[bytes]:
     """The encoded commands of a batch, each still undecoded, so that one bad command is
     refused on its own. Raises ``DecodeError`` if ``data`` is not a msgpack array."""

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 
 from zeromem import naming
-from zeromem.schemas import encode_batch
+from zeromem.schemas import chunks, encode_batch
 from zeromem.sdk.acks import AckCounter
 from zeromem.sdk.pacing import ShardPacer
 
@@ -98,7 +98,8 @@ class CommandBatcher:
             if len(buffer.parts) > self.max_commands or buffer.size > self.max_bytes:
                 # It grew while the shard was held back: several messages, in order,
                 # each one's dedupe id naming its place.
-                for n, part in enumerate(self._cut(buffer.parts)):
+                parts = chunks(buffer.parts, self.max_bytes, self.max_commands)
+                for n, part in enumerate(parts):
                     await self._send_one(subject, f"{buffer.first_id}/{n}", part)
             else:
                 await self._send_one(subject, buffer.first_id, buffer.parts)
@@ -120,17 +121,6 @@ class CommandBatcher:
         except Exception:
             self.unsent += count
             raise
-
-    def _cut(self, parts: list[bytes]) -> list[list[bytes]]:
-        cut: list[list[bytes]] = [[]]
-        size = 0
-        for part in parts:
-            if cut[-1] and (len(cut[-1]) >= self.max_commands or size + len(part) > self.max_bytes):
-                cut.append([])
-                size = 0
-            cut[-1].append(part)
-            size += len(part)
-        return cut
 
     async def send_all(self) -> None:
         """Send everything buffered, and wait for sends already under way."""

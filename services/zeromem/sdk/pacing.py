@@ -24,6 +24,7 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
+from zeromem.quota import refilled
 from zeromem.schemas import Throttle, decode
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class _Pace:
         self.until = at + PACED_FOR_S
 
     def now_holds(self, now: float) -> float:
-        return min(self.rate, self.tokens + (now - self.at) * self.rate)
+        return refilled(self.tokens, self.at, now, self.rate)
 
 
 class ShardPacer:
@@ -59,7 +60,6 @@ class ShardPacer:
         self.nc = nc
         self.subject = subject
         self.notices = 0  # Throttle notices received
-        self.waited_s = 0.0  # time commands were held back, all shards together
         self._paces: dict[int, _Pace] = {}  # shards told to slow down lately
         self._sub: Any = None
 
@@ -73,7 +73,6 @@ class ShardPacer:
         then ``spent`` says how many went."""
         if self._sub is None:
             await self.start()
-        started = time.monotonic()
         while (pace := self._paces.get(shard)) is not None:
             now = time.monotonic()
             if now >= pace.until and pace.now_holds(now) >= pace.rate:
@@ -84,7 +83,6 @@ class ShardPacer:
                 break
             # Looked at again after the sleep: a notice meanwhile may have moved it.
             await asyncio.sleep(min(short / pace.rate, MAX_PAUSE_S))
-        self.waited_s += time.monotonic() - started
 
     def affordable(self, shard: int, commands: int) -> int:
         """How many of ``commands`` (in one message) would pass now: all of them, or

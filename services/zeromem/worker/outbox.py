@@ -33,6 +33,7 @@ from zeromem.schemas import (
     DeadLetter,
     Rejected,
     Result,
+    chunks,
     encode,
     encode_batch,
     split_batch,
@@ -468,20 +469,6 @@ class Outbox:
 
 
 _encode = msgspec.msgpack.Encoder().encode  # schemas.encode's bytes, one call less
-
-
-def chunks(encoded: list[bytes], limit: int, most: int) -> list[list[bytes]]:
-    """``encoded`` cut, in order, into runs of at most ``most`` items and ``limit`` bytes
-    (an item over ``limit`` on its own makes a run of one)."""
-    chunks: list[list[bytes]] = []
-    size = 0
-    for data in encoded:
-        if not chunks or len(chunks[-1]) == most or size + len(data) > limit:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(data)
-        size += len(data)
-    return chunks
 
 
 def fit(items: list[Any], encode_part: Callable[[list[Any]], bytes], limit: int) -> list[bytes]:
