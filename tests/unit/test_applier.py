@@ -33,6 +33,7 @@ class FakeStore:
         self.positions: dict[int, int] = {}
         self.token = TOKEN
         self.commits = 0
+        self.reads: list[list[tuple[str, str]]] = []  # the keys of each read, in order
         self.before_commit: Any = None  # called once before the next commit (a race)
         self.vault = None  # nothing encrypted at rest (tests/unit/test_crypto.py)
 
@@ -56,6 +57,7 @@ class FakeStore:
         return replace(state)  # the applier's engine changes what it is given
 
     async def read_with_totals(self, keys, command_ids, tenants, **_):  # type: ignore[no-untyped-def]
+        self.reads.append(list(keys))
         totals = {
             t: [sum(1 for (tt, _), s in self.states.items() if tt == t and s.item), 0]
             for t in tenants
@@ -79,6 +81,7 @@ class FakeStore:
         if lease_token != self.token:
             return [CommitReply(FENCED)] * len(decisions)
         replies = []
+        blocked = False  # the position advances over applied commands up to a stale one
         for outcome, sequence in decisions:
             ident = (outcome.command.tenant, outcome.key)
             current = self.states.get(ident, KeyState())
@@ -87,6 +90,7 @@ class FakeStore:
                 outcome.base_command,
             ):
                 replies.append(CommitReply(STALE))
+                blocked = True
                 continue
             done = self.results.get((outcome.command.tenant, outcome.command.id))
             if outcome.record and done is not None:
@@ -100,7 +104,7 @@ class FakeStore:
                 pass  # counts are not what these tests look at
             if outcome.record:
                 self.results[(outcome.command.tenant, outcome.command.id)] = outcome.result
-            if sequence:
+            if sequence and not blocked:
                 self.positions[shard] = max(self.positions.get(shard, 0), sequence)
             replies.append(CommitReply(OK))
         return replies
@@ -204,6 +208,61 @@ async def test_a_write_over_the_tenants_memory_quota_is_rejected() -> None:
     assert [type(r) for r in results] == [Applied, Applied, Rejected]
     assert "tenant_memories" in results[2].reason  # type: ignore[union-attr]
     assert ("acme", "user:u1:k3") not in store.states
+
+
+async def test_a_put_of_a_key_never_seen_is_decided_without_reading_it() -> None:
+    store = FakeStore()
+    worker = applier(store)
+    await worker.apply(0, [put(1, key="user:u1:a")])
+    await worker.apply(0, [put(2, key="user:u1:b"), put(3, key="user:u1:b")])
+    # the first round read only its tenant's totals; the second, nothing at all
+    assert store.reads == [[]] and worker.stats.unread == 2
+    await worker.apply(0, [put(4, key="user:u1:a")])  # seen: read before deciding
+    assert store.reads == [[], [("acme", "user:u1:a")]]
+    assert store.states[("acme", "user:u1:b")].version == 2
+    assert store.states[("acme", "user:u1:a")].version == 2
+
+
+async def test_a_put_presumed_new_over_a_key_that_holds_a_memory_is_decided_again() -> None:
+    store = FakeStore()
+    await applier(store).apply(0, [put(1), put(2)])  # another worker, before this one
+    worker = applier(store)
+    (result, again), _, _ = await worker.apply(0, [put(3), put(4)])
+    # the guarded commit refused both (decided on "nothing here"); read, they follow v2
+    assert [result.version, again.version] == [3, 4]  # type: ignore[union-attr]
+    assert worker.stats.unread_stale == 1
+    assert store.states[("acme", "user:u1:lang")].item.value == 4  # type: ignore[union-attr]
+
+
+async def test_after_a_stale_guess_the_shard_stands_past_the_whole_batch() -> None:
+    store = FakeStore()
+    await applier(store).apply(1, [put(1, key="user:u1:a")])  # another worker's write
+    worker = applier(store)
+    batch = [put(2, key="user:u1:a"), put(3, key="user:u1:b")]
+    await worker.apply(0, batch)
+    # the first call applied b but stood at a's stale decision; the redo carried b's place
+    assert store.commits == 3 and store.positions[0] == 3
+
+
+async def test_totals_read_recently_are_used_until_a_round_could_reach_the_quota() -> None:
+    store = FakeStore()
+    worker = applier(store, Limits(tenant_memories=4))
+    for n in range(1, 6):
+        await worker.apply(0, [put(n, key=f"user:u1:k{n}")])
+    assert ("acme", "user:u1:k4") in store.states
+    assert ("acme", "user:u1:k5") not in store.states  # refused at 4, on figures read afresh
+    # read at the first round, then from the fourth on (one write from the quota)
+    assert len(store.reads) == 3
+
+
+async def test_with_no_totals_age_allowed_a_quota_holds_across_workers() -> None:
+    store = FakeStore()
+    limits = Limits(tenant_memories=3, quota_totals_max_age_s=0.0)
+    one, other = applier(store, limits), applier(store, limits)
+    await one.apply(0, [put(1, key="user:u1:a")])
+    await other.apply(1, [put(2, key="user:u2:b"), put(3, key="user:u2:c")])
+    (result,), _, _ = await one.apply(0, [put(4, key="user:u1:d")])
+    assert type(result) is Rejected and "tenant_memories" in result.reason
 
 
 async def test_the_report_hook_sees_each_decided_result_and_none_replays_silently() -> None:

@@ -28,6 +28,7 @@ from zeromem.worker.engine import COUNT_FEEDBACK, NOTHING, TOMBSTONE, WRITE, Eng
 from zeromem.worker.faults import CommandFailed, Fault, StaleRoundsError, classify, describe
 from zeromem.worker.lease import LeaseLostError
 from zeromem.worker.messages import Admitted, Dead
+from zeromem.worker.presumed import Presumptions, new_if_absent
 from zeromem.worker.store import BEHIND, DUPLICATE, FENCED, OK, STALE, CommitReply, Store
 
 # Commands applied on their own, between the batch's other commands: a forget or an
@@ -60,6 +61,8 @@ class WorkerStats:
     delivery_gaps: int = 0  # consumers opened again after a delivery never arrived
     resent: int = 0  # publications sent again, their acknowledgement late or failed
     skipped: int = 0  # at or below the shard's recorded sequence, with no stored result
+    unread: int = 0  # keys decided as holding nothing without a read (``presumed``)
+    unread_stale: int = 0  # of them, keys that did hold something: decided again
     batches: int = 0
     by_op: dict[str, int] = field(default_factory=dict)
 
@@ -102,11 +105,14 @@ class Applier:
         self._tallies: dict[int, Counter[tuple[str, str, str]]] = {}
         # Per-command failures of the round each shard is processing: dead-lettered with it.
         self._failed: dict[int, list[Dead]] = {}
+        # What a round may decide without reading first (new keys, recent totals).
+        self.presumed = Presumptions(limits)
 
     async def load_floor(self, shard: int) -> int:
         """Read the shard's last applied stream sequence (after taking its lease: a
         rebuild may have moved it while another process held the shard)."""
         self._floors[shard] = await self.store.shard_position(shard)
+        self.presumed.forget(shard)
         if self.store.vault is not None:
             # A rebuild that ran meanwhile may have destroyed and made data keys again
             # (replaying forgets): what this worker cached is read afresh.
@@ -174,10 +180,13 @@ class Applier:
     async def _apply_plain(self, shard: int, batch: list[Admitted]) -> list[Result | None]:
         results: list[Result | None] = [None] * len(batch)
         todo = list(range(len(batch)))
+        last = max((a.position for a in batch), default=0)
         for attempt in range(20):
             if not todo:
                 break
-            todo = await self._apply_round(shard, batch, todo, results, first=attempt == 0)
+            todo = await self._apply_round(
+                shard, batch, todo, results, first=attempt == 0, catch_up=attempt and last
+            )
         if todo:
             raise StaleRoundsError(f"{len(todo)} commands stayed stale after 20 rounds")
         return results
@@ -190,13 +199,26 @@ class Applier:
         results: list[Result | None],
         *,
         first: bool = True,
+        catch_up: int = 0,
     ) -> list[int]:
-        """Read, decide and commit the commands at ``todo``; return those to redo."""
+        """Read, decide and commit the commands at ``todo``; return those to redo.
+
+        ``catch_up``: a round redoing what went stale passes the batch's last position.
+        The call that met the stale decision recorded the shard's position only up to it,
+        though it applied the batch's commands of other keys after it; the redo's last
+        decision carries the batch's last position instead of its own, so once the redo
+        applies with nothing stale before it, the shard stands past the whole batch (all
+        else in it is done) rather than lagging until its next commit. Read your writes
+        waits on that position."""
         tally = self._tallies.setdefault(shard, Counter())
         floor = self._floors.get(shard, 0)
         # Each distinct (tenant, key) once, in first-seen order; ``idents`` remembers each
-        # command's, so the tuple is built once per command.
+        # command's, so the tuple is built once per command. A key whose first command here
+        # is a put and that this worker has not seen is decided as holding nothing, without
+        # reading it (``presumed``: its commit is guarded, so a wrong guess only costs a
+        # second round); it holds a state of its own, which its commands then advance.
         live_states: dict[tuple[str, str], KeyState] = {}
+        unread: set[tuple[str, str]] = set()
         idents: list[tuple[str, str]] = []
         # Whose stored result to look up before deciding. A first round looks up only the
         # commands at or below the shard's floor (redeliveries to a new lease holder, where
@@ -205,27 +227,46 @@ class Applier:
         # per command cost Redis a call and the worker a key to build for every command.
         looked_up: list[int] = []
         command_ids: list[tuple[str, str]] = []
+        presumed = self.presumed
         for n, i in enumerate(todo):
             item = batch[i]
-            tenant = item.command.tenant
+            command = item.command
+            tenant = command.tenant
             ident = (tenant, item.key)
-            live_states[ident] = _NO_STATE
+            if ident not in live_states:
+                if first and new_if_absent(command) and presumed.unknown(ident):
+                    live_states[ident] = KeyState()
+                    unread.add(ident)
+                    self.stats.unread += 1
+                else:
+                    live_states[ident] = _NO_STATE
             idents.append(ident)
             if not first or item.sequence <= floor:
                 looked_up.append(n)
-                command_ids.append((tenant, item.command.id))
+                command_ids.append((tenant, command.id))
         limits = self.limits
         quotas = limits.tenant_memories > 0 or limits.tenant_bytes > 0
         tenants = list({ident[0]: None for ident in live_states}) if quotas else []
-        states, found, totals = await self.store.read_with_totals(
-            list(live_states),
-            command_ids,
-            tenants,
-            shard=shard,
-            quotas=(limits.tenant_memories, limits.tenant_bytes),
-            max_age_s=limits.quota_totals_max_age_s,
-        )
-        live_states = dict(zip(live_states, states, strict=True))
+        to_read = [ident for ident in live_states if ident not in unread]
+        totals = None
+        if not to_read and not command_ids:
+            totals = presumed.totals(shard, tenants, len(todo)) if tenants else {}
+        if totals is None:
+            states, found, totals = await self.store.read_with_totals(
+                to_read,
+                command_ids,
+                tenants,
+                shard=shard,
+                quotas=(limits.tenant_memories, limits.tenant_bytes),
+                max_age_s=limits.quota_totals_max_age_s,
+            )
+            if tenants:
+                presumed.read_totals(shard, totals)
+            for ident, state in zip(to_read, states, strict=True):
+                live_states[ident] = state
+        else:
+            found = []
+        presumed.seen(live_states)
         # Each key's stored size as the round's decisions leave it, in order (for quotas).
         sizes = {ident: state.size for ident, state in live_states.items()}
         done: list[Result | None] = [None] * len(todo)
@@ -266,31 +307,34 @@ class Applier:
 
         await self.store.load_keys(outcomes)
         decisions = []
+        positions = [batch[i].position for i in committed_at]
+        if catch_up and positions and catch_up > positions[-1]:
+            positions[-1] = catch_up
         for n, i in enumerate(committed_at):
             item = batch[i]
             try:
-                decision = self._prepare(shard, item, outcomes[n])
+                decision = self._prepare(shard, item, outcomes[n], positions[n])
             except CommandFailed as failure:
                 outcome = outcomes[n]
                 outcomes[n] = self._refused(shard, item, failure, outcome)
                 for j in followed.pop(i, ()):  # coalesced with it: each decided again alone
                     redo_now.append(j)
-                decision = self._prepare(shard, item, outcomes[n])
+                decision = self._prepare(shard, item, outcomes[n], positions[n])
             if quotas and outcomes[n].action in _STORING:
                 over = self._over_quota(item, outcomes[n], decision, sizes, totals)
                 if over is not None:
                     outcomes[n] = self._quota_refused(item, outcomes[n], over)
-                    decision = self._prepare(shard, item, outcomes[n])
+                    decision = self._prepare(shard, item, outcomes[n], positions[n])
             decisions.append(decision)
         # A command that leaves part of its message unapplied carries no position (0): the
         # shard's recorded position only ever covers whole messages.
-        positions = [batch[i].position for i in committed_at]
         applied_through = self._applied_through.get(shard, 0)
         try:
             replies = await self.store.commit_decisions(
                 decisions, shard=shard, lease_token=self.token, applied_through=applied_through
             )
         except Exception as exc:
+            presumed.forget(shard)  # what the totals were advanced by may not be written
             if classify(exc) is Fault.OUTAGE or len(decisions) < 2:
                 raise
             # One of them, most likely, that the script cannot apply: each alone.
@@ -329,6 +373,9 @@ class Applier:
             if reply.status == BEHIND:
                 raise RedisBehindError(shard)
             if reply.status == STALE or ident in stale_keys:
+                presumed.forget(shard)  # the totals were advanced by what did not happen
+                if ident in unread and ident not in stale_keys:
+                    self.stats.unread_stale += 1
                 # Decided on a state someone else changed; everything after it for the same
                 # key was decided on top of it, so it is redone too (and its commit, if it
                 # got through, will be found as a duplicate).
@@ -424,7 +471,7 @@ class Applier:
                     shard, batch[i], CommandFailed("commit", exc), outcomes[n]
                 )
                 (reply,) = await self.store.commit_decisions(
-                    [self._prepare(shard, batch[i], outcomes[n])],
+                    [self._prepare(shard, batch[i], outcomes[n], batch[i].position)],
                     shard=shard,
                     lease_token=self.token,
                     applied_through=applied_through,
@@ -450,7 +497,7 @@ class Applier:
                 raise
             outcome = self._refused(shard, item, CommandFailed("apply", exc))
             (reply,) = await self.store.commit_decisions(
-                [self._prepare(shard, item, outcome)],
+                [self._prepare(shard, item, outcome, item.position)],
                 shard=shard,
                 lease_token=self.token,
                 applied_through=self._applied_through.get(shard, 0),
@@ -572,13 +619,15 @@ class Applier:
             self.stats.rejected += 1
             tally[(result.tenant, result.op, "rejected")] += 1
 
-    def _prepare(self, shard: int, item: Admitted, outcome: Outcome) -> tuple[object, ...]:
+    def _prepare(
+        self, shard: int, item: Admitted, outcome: Outcome, position: int
+    ) -> tuple[object, ...]:
         """Everything of one command that can be done before the commit: its decision
         encoded for the script, and (with a ``report`` hook) its result encoded and its
         audit entry. Raises ``CommandFailed`` naming the stage that failed."""
         outcome.sequence = item.sequence
         try:
-            decision = self.store.decision(outcome, item.position, shard)
+            decision = self.store.decision(outcome, position, shard)
         except Exception as exc:
             raise CommandFailed("encode", exc) from exc
         if self.report is not None:
