@@ -10,6 +10,9 @@ main-thread CPU (INFO cpu) per call, for:
   reply), and the same sixteen to a pipeline: the difference is what a wake-up costs;
 - a lone script call that returns at once, one that runs a ``SET``, one that creates ten
   sorted sets (``ZADD`` to new keys, as an append's postings do);
+- the client's side of a lone script call (``time.process_time`` in this process): through
+  redis-py's client, through one of its connections directly, and written to the socket
+  and parsed with hiredis by hand (what the worker's client library costs it per call);
 - the real commit script (store/commit.lua) committing one append per call, with its
   time split by ``SLOWLOG`` (threshold 0) into the commands it ran inside and the rest
   (the script's own Lua and the call's fixed cost), medians over the calls.
@@ -24,6 +27,7 @@ import asyncio
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 from redis.asyncio import Redis
@@ -70,6 +74,41 @@ async def lone_and_pipelined(redis: Redis, calls: int) -> dict[str, float]:
         for i in range(calls):
             await redis.evalsha(sha, 1, f"{name[:6]}:{i}", *args)
         out[name] = (await cpu_s(redis) - before) / calls * 1e6
+    return out
+
+
+async def client_side(redis: Redis, calls: int) -> dict[str, float]:
+    """This process's CPU per lone call of an empty script, three ways."""
+    import hiredis
+
+    sha = await redis.script_load("return 1")
+    out: dict[str, float] = {}
+    start = time.process_time()
+    for i in range(calls):
+        await redis.evalsha(sha, 1, f"c:{i}", "a")
+    out["client: redis-py client, lone call"] = (time.process_time() - start) / calls * 1e6
+    connection = await redis.connection_pool.get_connection()
+    try:
+        start = time.process_time()
+        for i in range(calls):
+            packed = connection.pack_command("EVALSHA", sha, 1, f"c:{i}", "a")
+            await connection.send_packed_command(packed, check_health=False)
+            await connection.read_response()
+        out["client: redis-py connection, lone call"] = (time.process_time() - start) / calls * 1e6
+    finally:
+        await redis.connection_pool.release(connection)
+    kwargs = redis.connection_pool.connection_kwargs
+    reader, writer = await asyncio.open_connection(kwargs["host"], kwargs["port"])
+    parser = hiredis.Reader()
+    head = b"*5\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode() + b"\r\n$1\r\n1\r\n"
+    start = time.process_time()
+    for i in range(calls):
+        key = f"c:{i}".encode()
+        writer.write(head + b"$%d\r\n%b\r\n$1\r\na\r\n" % (len(key), key))
+        while parser.gets() is False:
+            parser.feed(await reader.read(65536))
+    out["client: socket and hiredis, lone call"] = (time.process_time() - start) / calls * 1e6
+    writer.close()
     return out
 
 
@@ -131,6 +170,7 @@ async def main() -> None:
     args = parser.parse_args()
     async with private_redis() as redis:
         figures = await lone_and_pipelined(redis, args.calls)
+        figures |= await client_side(redis, args.calls)
     async with private_redis() as redis:
         figures |= await lone_commits(redis, args.appends)
     for name, value in figures.items():

@@ -118,7 +118,10 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     # On a Redis Cluster a tenant's stored totals are kept per shard, and a worker checks
     # its shard's piece exactly and the others' as read at most this long ago (read again
     # when the total reaches the quota): a quota can be passed by what the tenant stored
-    # on its other shards within this time.
+    # on its other shards within this time. On either layout, a round of puts of new keys
+    # checks the totals its worker last read on the shard, at most this long ago and
+    # advanced by its own writes since (read again within a round's writes of the quota:
+    # worker/presumed.py), so as not to read Redis only for them.
     quota_totals_max_age_s: float = 1.0
 
     # --- read requests, checked by the read services at admission -----------------------

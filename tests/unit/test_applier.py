@@ -232,6 +232,10 @@ async def test_a_put_presumed_new_over_a_key_that_holds_a_memory_is_decided_agai
     assert [result.version, again.version] == [3, 4]  # type: ignore[union-attr]
     assert worker.stats.unread_stale == 1
     assert store.states[("acme", "user:u1:lang")].item.value == 4  # type: ignore[union-attr]
+    # what the wrong guess cost: a stale commit, then a read and a commit as before (the
+    # first read is the new worker's totals, which a warm one has)
+    assert store.commits == 1 + 2
+    assert store.reads == [[], [], [("acme", "user:u1:lang")]]
 
 
 async def test_after_a_stale_guess_the_shard_stands_past_the_whole_batch() -> None:
