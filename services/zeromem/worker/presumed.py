@@ -29,13 +29,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import islice
 
 from zeromem.limits import Limits
 from zeromem.schemas import Command, Put
 
-# Keys this worker has seen, at most (first seen, first forgotten). About 200 bytes each
-# (the tenant and key strings and a dict slot): a 20 MB bound for a worker.
+# Keys this worker has seen, at most. About 200 bytes each (the tenant and key strings and
+# a dict slot): a 20 MB bound for a worker.
 KNOWN_KEYS = 100_000
+# Forgotten at a time when the bound is passed, as a share of it: one search for the
+# tenant that holds the most per this many keys seen, not one per key.
+FORGET_SHARE = 64
 
 
 def new_if_absent(command: Command) -> bool:
@@ -55,22 +59,59 @@ class Presumptions:
 
     def __init__(self, limits: Limits, known_keys: int = KNOWN_KEYS) -> None:
         self.limits = limits
-        self._known: dict[tuple[str, str], None] = {}
+        # tenant -> its keys, first seen first. Kept per tenant so that what is forgotten
+        # is the oldest of the tenant that holds the most: a tenant writing new keys
+        # without end (what an append flood is) forgets its own, and the keys a quieter
+        # tenant overwrites now and then stay known. One set for all, first in first out,
+        # let such a flood push every other tenant's keys out within seconds, each of
+        # their next overwrites then a stale commit and a second round trip.
+        self._known: dict[str, dict[str, None]] = {}
+        self._count = 0
         self._known_keys = known_keys
         self._totals: dict[int, _Totals] = {}
 
     def unknown(self, ident: tuple[str, str]) -> bool:
         """``ident`` (tenant, key) has not been seen by this worker (or was forgotten)."""
-        return ident not in self._known
+        keys = self._known.get(ident[0])
+        return keys is None or ident[1] not in keys
 
     def seen(self, idents: Iterable[tuple[str, str]]) -> None:
         """The keys a round read or wrote: next time they are read first."""
         known = self._known
-        for ident in idents:
-            if ident not in known:
-                known[ident] = None
-        while len(known) > self._known_keys:
-            del known[next(iter(known))]
+        for tenant, key in idents:
+            keys = known.get(tenant)
+            if keys is None:
+                keys = known[tenant] = {}
+            if key not in keys:
+                keys[key] = None
+                self._count += 1
+        if self._count > self._known_keys:
+            self._forget()
+
+    def _forget(self) -> None:
+        """Back under the bound, less a share of it: the tenants that hold the most forget
+        their oldest keys down to one level, the lowest that frees enough, so that a
+        flood loses its own keys and two floods share the cut. A sort per share of the
+        bound, however many tenants there are."""
+        known = self._known
+        excess = self._count - (self._known_keys - max(1, self._known_keys // FORGET_SHARE))
+        order = sorted(known, key=lambda tenant: len(known[tenant]), reverse=True)
+        held = 0
+        level = 0
+        for n, tenant in enumerate(order, 1):
+            held += len(known[tenant])
+            below = len(known[order[n]]) if n < len(order) else 0
+            if held - n * below >= excess:  # cutting the first n to ``below`` frees enough
+                level = (held - excess) // n
+                break
+        for tenant in order[:n]:
+            keys = known[tenant]
+            cut = len(keys) - level
+            for key in list(islice(keys, cut)):
+                del keys[key]
+            self._count -= cut
+            if not keys:
+                del known[tenant]
 
     def totals(self, shard: int, tenants: list[str], writes: int) -> dict[str, list[int]] | None:
         """The tenants' totals as last read on ``shard`` and advanced since, if fresh enough
