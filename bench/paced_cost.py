@@ -1,7 +1,8 @@
 """Latency and CPU per append at a fixed, paced rate: what a round of a shard costs when
 it carries one or two commands (the half-load regime of bench/write_throughput.py).
 
-    python bench/paced_cost.py [--rate 300] [--seconds 6] [--rounds 3] [--base DIR]
+    python bench/paced_cost.py [--rate 300] [--seconds 6] [--rounds 3] [--burst 1] [--census]
+                                [--base DIR]
 
 One embedded stack (secured, as `zeromem up` runs it); per round, two fresh `zeromem
 worker` processes (16 shards) apply the append workload (bench/workloads.py) published
@@ -10,6 +11,15 @@ SDK call to its event on the change feed (p50, p90, p99), the CPU per append of 
 process (workers, redis-server, nats-server, the publishing process: /proc and
 ``time.process_time``), and the reads Redis processed per append (INFO stats
 ``total_reads_processed``: one per round trip from a worker).
+
+``--burst K``: the puts go K at a time at the same average rate, instead of evenly spaced;
+the SDK sends a burst's puts to one shard as one message, so this sets what a message
+costs apart from what a command does.
+
+``--census``: the workers run on the standard asyncio loop, every callback it runs
+counted by kind (``bench/census/sitecustomize.py``), and each round also prints what
+woke the workers per append: the loop's turns, and the tasks and callbacks run, most
+first. uvloop is faster, so CPU figures of a census round compare only with another's.
 
 ``--base DIR``: an A/B in one run. DIR holds another tree of this repository (say
 ``git archive main | tar -x -C DIR``); its workers (PYTHONPATH DIR/services:DIR/schemas)
@@ -21,8 +31,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
+import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -35,6 +48,17 @@ from zeromem.embedded import EmbeddedStack
 from zeromem.settings import Settings
 
 HERE = Path(__file__).resolve().parent.parent
+CENSUS = Path(__file__).resolve().parent / "census"
+
+
+def census(folder: Path, pids: list[int]) -> Counter[str]:
+    """The workers' counts now (bench/census/sitecustomize.py), summed."""
+    time.sleep(0.3)  # past the next write of every worker
+    total: Counter[str] = Counter()
+    for pid in pids:
+        with (folder / f"{pid}.json").open() as counts:
+            total.update(json.load(counts))
+    return total
 
 
 async def redis_reads(settings: Settings) -> int:
@@ -51,6 +75,10 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=6.0, help="of paced puts per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--base", type=Path, help="another tree of the repository (A/B)")
+    parser.add_argument("--census", action="store_true", help="count what wakes the workers")
+    parser.add_argument(
+        "--burst", type=int, default=1, help="puts issued together (1: evenly spaced)"
+    )
     args = parser.parse_args()
     trees = {"this": HERE} | ({"base": args.base.resolve()} if args.base else {})
     n = int(args.rate * args.seconds)
@@ -62,16 +90,24 @@ async def main() -> None:
         used = 0
         for r in range(args.rounds):
             for name, tree in reversed(trees.items()) if r % 2 else trees.items():
-                path = f"{tree / 'services'}:{tree / 'schemas'}"
-                async with running_workers(settings, 2, env_extra={"PYTHONPATH": path}) as ws:
+                env = {"PYTHONPATH": f"{tree / 'services'}:{tree / 'schemas'}"}
+                if args.census:
+                    env |= {
+                        "PYTHONPATH": f"{CENSUS}:{env['PYTHONPATH']}",
+                        "ZEROMEM_CENSUS_DIR": tmp,
+                    }
+                async with running_workers(settings, 2, env_extra=env) as ws:
                     await asyncio.sleep(1.0)  # past the workers' start-up
+                    counted = census(Path(tmp), [w.pid for w in ws]) if args.census else None
                     pids = {"nats": stack.nats.process.pid, "redis": stack.redis.process.pid}
                     pids |= {f"worker-{i}": w.pid for i, w in enumerate(ws)}
                     chunk = specs[used : used + n]
                     used += n
                     reads = await redis_reads(settings)
                     with CpuMeter(pids) as meter:
-                        delays = await paced_latency(settings, chunk, args.rate, f"paced{r}{name}")
+                        delays = await paced_latency(
+                            settings, chunk, args.rate, f"paced{r}{name}", args.burst
+                        )
                     reads = await redis_reads(settings) - reads
                     us = {k: v / n * 1e6 for k, v in meter.spent.items()}
                     workers = sum(v for k, v in us.items() if k.startswith("worker-"))
@@ -83,6 +119,11 @@ async def main() -> None:
                         f"publisher {us['publisher']:4.0f} | Redis reads/append {reads / n:.2f}",
                         flush=True,
                     )
+                    if counted is not None:
+                        woke = census(Path(tmp), [w.pid for w in ws]) - counted
+                        print("  per append, on the workers' loops (standard asyncio):")
+                        for kind, times in woke.most_common(16):
+                            print(f"  {times / n:8.2f}  {kind}")
 
 
 if __name__ == "__main__":
