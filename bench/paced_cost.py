@@ -1,13 +1,13 @@
 """Latency and CPU per append at a fixed, paced rate: what a round of a shard costs when
 it carries one or two commands (the half-load regime of bench/write_throughput.py).
 
-    python bench/paced_cost.py [--rate 300] [--seconds 6] [--rounds 3] [--burst 1] [--census]
-                                [--base DIR]
+    python bench/paced_cost.py [--rate 300] [--seconds 6] [--rounds 3] [--shards 16]
+                               [--burst 1] [--census] [--base DIR]
 
 One embedded stack (secured, as `zeromem up` runs it); per round, two fresh `zeromem
-worker` processes (16 shards) apply the append workload (bench/workloads.py) published
-through the SDK at ``--rate`` puts per second. Reported per round: the time from each
-SDK call to its event on the change feed (p50, p90, p99), the CPU per append of every
+worker` processes (``--shards`` shards) apply the append workload (bench/workloads.py)
+published through the SDK at ``--rate`` puts per second. Reported per round: the time
+from each SDK call to its event on the change feed (p50, p90, p99), the CPU per append of every
 process (workers, redis-server, nats-server, the publishing process: /proc and
 ``time.process_time``), and the reads Redis processed per append (INFO stats
 ``total_reads_processed``: one per round trip from a worker).
@@ -75,6 +75,7 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=6.0, help="of paced puts per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--base", type=Path, help="another tree of the repository (A/B)")
+    parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--census", action="store_true", help="count what wakes the workers")
     parser.add_argument(
         "--burst", type=int, default=1, help="puts issued together (1: evenly spaced)"
@@ -86,7 +87,7 @@ async def main() -> None:
     specs = take(appends(total + 10, 100, seed=31), total)
     with tempfile.TemporaryDirectory() as tmp, EmbeddedStack(Path(tmp), secure=True) as stack:
         assert stack.nats and stack.nats.process and stack.redis and stack.redis.process
-        settings = stack_settings(stack, Settings(shards=16))
+        settings = stack_settings(stack, Settings(shards=args.shards))
         used = 0
         for r in range(args.rounds):
             for name, tree in reversed(trees.items()) if r % 2 else trees.items():
