@@ -67,3 +67,21 @@ def test_keys_seen_past_the_bound_cost_what_keys_below_it_do() -> None:
     spent = time.process_time() - began
     assert presumed._count <= 100_000
     assert spent < 1.5, spent  # 5 s the old way, about 0.1 s this way
+
+
+def test_among_many_tenants_of_one_key_only_the_share_is_forgotten() -> None:
+    presumed = Presumptions(Limits(), known_keys=6_400)
+    presumed.seen((f"t{i}", "k") for i in range(6_401))  # one past the bound
+    # a share of the bound (6,400 / 64 = 100) and the one over it: not everything
+    assert presumed._count == 6_300
+    assert sum(len(keys) for keys in presumed._known.values()) == 6_300
+
+
+def test_the_cut_frees_exactly_what_is_needed() -> None:
+    presumed = Presumptions(Limits(), known_keys=1_000)
+    for tenant, size in (("a", 500), ("b", 300), ("c", 200)):
+        presumed.seen((tenant, f"k{i}") for i in range(size))
+    presumed.seen([("d", "new")])  # 1,001: back to 1,000 - 15
+    sizes = {tenant: len(keys) for tenant, keys in presumed._known.items()}
+    assert presumed._count == sum(sizes.values()) == 985
+    assert sizes == {"a": 484, "b": 300, "c": 200, "d": 1}

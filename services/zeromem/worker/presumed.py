@@ -97,16 +97,19 @@ class Presumptions:
         excess = self._count - (self._known_keys - max(1, self._known_keys // FORGET_SHARE))
         order = sorted(known, key=lambda tenant: len(known[tenant]), reverse=True)
         held = 0
-        level = 0
         for n, tenant in enumerate(order, 1):
             held += len(known[tenant])
             below = len(known[order[n]]) if n < len(order) else 0
             if held - n * below >= excess:  # cutting the first n to ``below`` frees enough
-                level = (held - excess) // n
                 break
-        for tenant in order[:n]:
+        # The first n keep ``held - excess`` between them, as evenly as whole keys go: the
+        # first ``spare`` of them one more than the rest (each still holds at least that:
+        # the loop stopped at the first n that frees enough). Rounding the level down for
+        # all instead cut up to n keys too many: with many tenants of one key each, all.
+        level, spare = divmod(held - excess, n)
+        for place, tenant in enumerate(order[:n]):
             keys = known[tenant]
-            cut = len(keys) - level
+            cut = len(keys) - level - (place < spare)
             for key in list(islice(keys, cut)):
                 del keys[key]
             self._count -= cut
