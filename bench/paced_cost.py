@@ -7,8 +7,8 @@ it carries one or two commands (the half-load regime of bench/write_throughput.p
 One embedded stack (secured, as `zeromem up` runs it); per round, two fresh `zeromem
 worker` processes (``--shards`` shards) apply the append workload (bench/workloads.py)
 published through the SDK at ``--rate`` puts per second. Reported per round: the time
-from each SDK call to its event on the change feed (p50, p90, p99), the CPU per append of every
-process (workers, redis-server, nats-server, the publishing process: /proc and
+from each SDK call to its event on the change feed (p50, p90, p99), the CPU per append of
+every process (workers, redis-server, nats-server, the publishing process: /proc and
 ``time.process_time``), and the reads Redis processed per append (INFO stats
 ``total_reads_processed``: one per round trip from a worker).
 
@@ -34,7 +34,6 @@ import asyncio
 import json
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -51,9 +50,9 @@ HERE = Path(__file__).resolve().parent.parent
 CENSUS = Path(__file__).resolve().parent / "census"
 
 
-def census(folder: Path, pids: list[int]) -> Counter[str]:
+async def census(folder: Path, pids: list[int]) -> Counter[str]:
     """The workers' counts now (bench/census/sitecustomize.py), summed."""
-    time.sleep(0.3)  # past the next write of every worker
+    await asyncio.sleep(0.3)  # past the next write of every worker
     total: Counter[str] = Counter()
     for pid in pids:
         with (folder / f"{pid}.json").open() as counts:
@@ -91,15 +90,15 @@ async def main() -> None:
         used = 0
         for r in range(args.rounds):
             for name, tree in reversed(trees.items()) if r % 2 else trees.items():
-                env = {"PYTHONPATH": f"{tree / 'services'}:{tree / 'schemas'}"}
-                if args.census:
-                    env |= {
-                        "PYTHONPATH": f"{CENSUS}:{env['PYTHONPATH']}",
-                        "ZEROMEM_CENSUS_DIR": tmp,
-                    }
+                path = f"{tree / 'services'}:{tree / 'schemas'}"
+                env = (
+                    {"PYTHONPATH": f"{CENSUS}:{path}", "ZEROMEM_CENSUS_DIR": tmp}
+                    if args.census
+                    else {"PYTHONPATH": path}
+                )
                 async with running_workers(settings, 2, env_extra=env) as ws:
                     await asyncio.sleep(1.0)  # past the workers' start-up
-                    counted = census(Path(tmp), [w.pid for w in ws]) if args.census else None
+                    counted = await census(Path(tmp), [w.pid for w in ws]) if args.census else None
                     pids = {"nats": stack.nats.process.pid, "redis": stack.redis.process.pid}
                     pids |= {f"worker-{i}": w.pid for i, w in enumerate(ws)}
                     chunk = specs[used : used + n]
@@ -121,7 +120,7 @@ async def main() -> None:
                         flush=True,
                     )
                     if counted is not None:
-                        woke = census(Path(tmp), [w.pid for w in ws]) - counted
+                        woke = await census(Path(tmp), [w.pid for w in ws]) - counted
                         print("  per append, on the workers' loops (standard asyncio):")
                         for kind, times in woke.most_common(16):
                             print(f"  {times / n:8.2f}  {kind}")
