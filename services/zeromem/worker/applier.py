@@ -127,6 +127,11 @@ class Applier:
             if await self.store.shard_position(shard) < self._applied_through.get(shard, 0):
                 raise RedisBehindError(shard)
 
+    def shard_applied(self, shard: int) -> int:
+        """The shard's position as this worker's commits recorded it (Redis holds at least
+        this): every command of the shard at or below it is applied, whoever's it is."""
+        return self._applied_through.get(shard, 0)
+
     def forget_applied(self, shard: int) -> None:
         """Redis lost applies: what this worker applied on ``shard`` is known no more."""
         self._applied_through.pop(shard, None)

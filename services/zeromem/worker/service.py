@@ -682,7 +682,16 @@ class WorkerService:
         (read your writes, ``RedisKeys.applied``): its calls take its messages in stream
         order, so every earlier one is done. Not waited for: with the next round's script
         calls on one Redis (within ``coalesce.LATER_S``), alone on a cluster; a lost one
-        only makes a read wait for the shard's own position."""
+        only makes a read wait for the shard's own position.
+
+        Nothing is written when the shard's own position, recorded by the commit that
+        applied the message, already covers it (no other tenant's message before it waits
+        for its turn): a read takes whichever of the two is further. A lone append's
+        round then makes one Redis round trip, not two: the write rode on the next
+        round's call only when one came within ``coalesce.LATER_S``, and at a hundred or
+        so appends a second per worker most went alone."""
+        if sequence <= self.applier.shard_applied(shard):
+            return
         key = redis_keys(tenant).applied(shard)
         if self._coalesced is not None:
             self._coalesced.later("SET", key, sequence)
