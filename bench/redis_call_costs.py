@@ -12,7 +12,8 @@ main-thread CPU (INFO cpu) per call, for:
   sorted sets (``ZADD`` to new keys, as an append's postings do);
 - the client's side of a lone script call (``time.process_time`` in this process): through
   redis-py's client, through one of its connections directly, and written to the socket
-  and parsed with hiredis by hand (what the worker's client library costs it per call);
+  and parsed with hiredis by hand (what the worker's client library costs it per call),
+  and through the worker's ``Coalesced`` (its own connections), alone and four a round;
 - the real commit script (store/commit.lua) committing one append per call, with its
   time split by ``SLOWLOG`` (threshold 0) into the commands it ran inside and the rest
   (the script's own Lua and the call's fixed cost), medians over the calls.
@@ -38,6 +39,7 @@ from commit_breakdown import commands, private_redis
 from zeromem.limits import Limits
 from zeromem.store.items import KeyState
 from zeromem.worker.analysis import default_engine
+from zeromem.worker.coalesce import Coalesced
 from zeromem.worker.store import Store
 
 SCRIPTS = {
@@ -77,39 +79,64 @@ async def lone_and_pipelined(redis: Redis, calls: int) -> dict[str, float]:
     return out
 
 
-async def client_side(redis: Redis, calls: int) -> dict[str, float]:
-    """This process's CPU per lone call of an empty script, three ways."""
+async def client_side(redis: Redis, calls: int, repeats: int = 3) -> dict[str, float]:
+    """This process's CPU per lone call of an empty script, four ways: the median of
+    ``repeats`` passes, the ways taking turns (one pass each is at the mercy of whatever
+    else the shared machine runs at that moment)."""
     import hiredis
 
     sha = await redis.script_load("return 1")
-    out: dict[str, float] = {}
-    start = time.process_time()
-    for i in range(calls):
-        await redis.evalsha(sha, 1, f"c:{i}", "a")
-    out["client: redis-py client, lone call"] = (time.process_time() - start) / calls * 1e6
+    kwargs = redis.connection_pool.connection_kwargs
     connection = await redis.connection_pool.get_connection()
-    try:
-        start = time.process_time()
+    reader, writer = await asyncio.open_connection(kwargs["host"], kwargs["port"])
+    parser = hiredis.Reader()
+    head = b"*5\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode() + b"\r\n$1\r\n1\r\n"
+    coalesced = Coalesced(redis)  # the worker's own path (worker/coalesce.py)
+
+    async def client() -> None:
+        for i in range(calls):
+            await redis.evalsha(sha, 1, f"c:{i}", "a")
+
+    async def on_connection() -> None:
         for i in range(calls):
             packed = connection.pack_command("EVALSHA", sha, 1, f"c:{i}", "a")
             await connection.send_packed_command(packed, check_health=False)
             await connection.read_response()
-        out["client: redis-py connection, lone call"] = (time.process_time() - start) / calls * 1e6
+
+    async def by_hand() -> None:
+        for i in range(calls):
+            key = f"c:{i}".encode()
+            writer.write(head + b"$%d\r\n%b\r\n$1\r\na\r\n" % (len(key), key))
+            while parser.gets() is False:
+                parser.feed(await reader.read(65536))
+
+    async def worker_path() -> None:
+        for i in range(calls):
+            await coalesced.evalsha(sha, 1, f"c:{i}", "a")
+
+    async def worker_path_four() -> None:
+        for i in range(calls):  # per round of four: divided by calls below, like the rest
+            await asyncio.gather(*(coalesced.evalsha(sha, 1, f"c:{i}:{j}", "a") for j in range(4)))
+
+    ways = {
+        "client: redis-py client, lone call": client,
+        "client: redis-py connection, lone call": on_connection,
+        "client: socket and hiredis, lone call": by_hand,
+        "client: worker's Coalesced, lone call": worker_path,
+        "  four calls a round, per round": worker_path_four,
+    }
+    passes: dict[str, list[float]] = {name: [] for name in ways}
+    try:
+        for _ in range(repeats):
+            for name, way in ways.items():
+                start = time.process_time()
+                await way()
+                passes[name].append((time.process_time() - start) / calls * 1e6)
     finally:
         await redis.connection_pool.release(connection)
-    kwargs = redis.connection_pool.connection_kwargs
-    reader, writer = await asyncio.open_connection(kwargs["host"], kwargs["port"])
-    parser = hiredis.Reader()
-    head = b"*5\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha.encode() + b"\r\n$1\r\n1\r\n"
-    start = time.process_time()
-    for i in range(calls):
-        key = f"c:{i}".encode()
-        writer.write(head + b"$%d\r\n%b\r\n$1\r\na\r\n" % (len(key), key))
-        while parser.gets() is False:
-            parser.feed(await reader.read(65536))
-    out["client: socket and hiredis, lone call"] = (time.process_time() - start) / calls * 1e6
-    writer.close()
-    return out
+        writer.close()
+        await coalesced.drain()
+    return {name: statistics.median(values) for name, values in passes.items()}
 
 
 async def lone_commits(redis: Redis, appends: int) -> dict[str, float]:

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from zeromem.bus import connect_redis
 from zeromem.settings import Settings
@@ -99,3 +100,41 @@ async def test_a_later_command_goes_with_the_next_script_call_or_alone_after_a_w
     assert coalesced.round_trips == 3
     assert await redis.get("zm:test:later:c") == b"3"
     await redis.delete("zm:test:later:a", "zm:test:later:b", "zm:test:later:c")
+
+
+async def test_a_connection_redis_closed_while_idle_is_replaced_once(redis) -> None:  # type: ignore[no-untyped-def]
+    """Rounds go on connections of ``Coalesced``'s own; one that Redis closed while it
+    sat idle (a restart, a client kill) is noticed on its next use and replaced, and the
+    call gets its reply, as the client's pool would have given it a live connection."""
+    echo = await redis.script_load(_ECHO)
+    coalesced = Coalesced(redis)
+    assert await coalesced.evalsha(echo, 1, "a", 1) == [b"a", b"1"]
+    assert await redis.client_kill_filter(_type="normal", skipme=True) >= 1
+    assert await coalesced.evalsha(echo, 1, "b", 2) == [b"b", b"2"]
+    assert await coalesced.evalsha(echo, 1, "c", 3) == [b"c", b"3"]
+    await coalesced.drain()
+
+
+async def test_a_round_past_the_clients_timeout_fails_and_leaves_no_reply_behind(
+    settings: Settings,
+) -> None:
+    """The client's ``socket_timeout`` bounds a round as a whole. The connection that timed
+    out still has the late reply coming: it is dropped, so that reply never answers the
+    next round's call."""
+    if layout().cluster:
+        pytest.skip("the worker uses its cluster client as it is (no coalescing)")
+    redis = connect_redis(settings, command_timeout_s=0.2)
+    try:
+        slow = await redis.script_load(
+            "local t = redis.call('TIME') local stop = t[1] * 1e6 + t[2] + 400000 "
+            "repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] > stop return 'late'"
+        )
+        echo = await redis.script_load(_ECHO)
+        coalesced = Coalesced(redis)
+        with pytest.raises(RedisTimeoutError):
+            await coalesced.evalsha(slow, 0)
+        await asyncio.sleep(0.4)  # the slow script has answered, on the dropped connection
+        assert await coalesced.evalsha(echo, 1, "k", 7) == [b"k", b"7"]
+        await coalesced.drain()
+    finally:
+        await redis.aclose()

@@ -23,6 +23,17 @@ returned per call), so a ``NOSCRIPT`` or a script error reaches only the caller 
 belongs to, exactly as a call sent alone; a connection failure reaches every caller of
 the round, each of which retries as before.
 
+Each round trip goes on a connection of ``Coalesced``'s own, made with the client's
+connection settings (``OWN_CONNECTIONS`` at most, as many as rounds are in flight). The
+client's own path (its pool's lock and readiness probe, its retry wrapper and events, a
+pipeline's release task under ``asyncio.shield``) is paid on every round of a lone append:
+``python bench/redis_call_costs.py`` (2026-12-02, plain asyncio) measured this process's
+CPU for a lone script call at 211 µs through redis-py's client, 136 through one of its
+connections, and 139 through ``Coalesced`` this way (a round of four calls: 249 µs). A
+connection that fails mid-round is closed and dropped, never used again (what it holds
+unread would answer the next round's calls); the next round connects afresh. Past the
+bound, a round takes the client's path.
+
 ``later`` queues a command whose reply nobody waits for (a tenant's applied position,
 ``worker.service``) into the next round that has a script call in it (at most
 ``LATER_S`` later): it no longer makes a round trip of its own. Everything else (plain commands,
@@ -33,10 +44,14 @@ is: its pipelines split by slot, so there is nothing to gain per round trip.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 # The longest a ``later`` command waits for a script call to go with. Each round trip
 # costs Redis an event-loop turn (a read, an append-only-file write, a reply), and a
@@ -48,6 +63,9 @@ from redis.exceptions import ResponseError
 # waits for the applied position (read your writes) needs it only when the shard's own
 # position, written by the commit itself, lags behind the tenant's messages.
 LATER_S = 0.01
+# Connections of its own, at most (one per round in flight: a worker's shards wait for
+# their commits in the same few rounds). Past it a round takes the client's pool.
+OWN_CONNECTIONS = 4
 
 
 class Coalesced:
@@ -61,6 +79,9 @@ class Coalesced:
         self._flushing: set[asyncio.Task[None]] = set()
         self._soon = False  # a send is due at the loop's next turn (a script call waits)
         self._timer: asyncio.TimerHandle | None = None  # ... or later (``later`` only)
+        self._timeout: float | None = redis.connection_pool.connection_kwargs.get("socket_timeout")
+        self._idle: list[AbstractConnection] = []  # connections of its own, free
+        self._own = 0  # connections of its own, free or in a round
         self.calls = 0  # script calls sent
         self.round_trips = 0  # ... in this many round trips
 
@@ -80,11 +101,17 @@ class Coalesced:
             self._timer = asyncio.get_running_loop().call_later(LATER_S, self._send)
 
     async def drain(self) -> None:
-        """Send what is queued now and wait for every round in flight (a stop: the applied
-        positions ``later`` holds are not left behind)."""
+        """Send what is queued now, wait for every round in flight (a stop: the applied
+        positions ``later`` holds are not left behind), and close the connections of its
+        own (the next round, if any, opens one again)."""
         self._send()
         if self._flushing:
             await asyncio.wait(list(self._flushing))
+        idle, self._idle = self._idle, []
+        self._own -= len(idle)
+        for connection in idle:
+            with contextlib.suppress(Exception):
+                await connection.disconnect(nowait=True)
 
     def _queue(self, command: tuple[Any, ...], future: asyncio.Future[Any] | None) -> None:
         if not self._soon:
@@ -109,11 +136,14 @@ class Coalesced:
     ) -> None:
         self.calls += len(queued)
         self.round_trips += 1
+        replies: list[Any]
         try:
-            if len(queued) == 1:
+            if self._idle or self._own < OWN_CONNECTIONS:
+                replies = await self._on_own_connection([command for command, _ in queued])
+            elif len(queued) == 1:
                 command = queued[0][0]
                 sent = self._redis.execute_command(*command)  # type: ignore[no-untyped-call]
-                replies: list[Any] = [await _outcome(sent)]
+                replies = [await _outcome(sent)]
             else:
                 async with self._redis.pipeline(transaction=False) as pipe:
                     for command, _ in queued:
@@ -136,6 +166,65 @@ class Coalesced:
                 future.set_exception(reply)
             else:
                 future.set_result(reply)
+
+    def _connect(self) -> AbstractConnection:
+        """A connection of its own, as the client's pool would make one (its address,
+        credentials and connect timeout) but with no timeout per socket operation: the
+        round is bounded as a whole by the client's ``socket_timeout`` (``_timeout``).
+        redis-py bounds each write with ``asyncio.wait_for``, a task per call."""
+        pool = self._redis.connection_pool
+        return pool.connection_class(**(pool.connection_kwargs | {"socket_timeout": None}))
+
+    async def _on_own_connection(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """``commands`` in one round trip on a connection of its own: each reply, or its
+        error as a value (as a pipeline without a transaction returns them). A connection
+        that had been idle and turns out closed (Redis restarted, or closed it) is
+        replaced once, as the client's pool would have noticed before using it."""
+        while True:
+            idle = bool(self._idle)
+            if idle:
+                connection = self._idle.pop()
+            else:
+                connection = self._connect()
+                self._own += 1
+            try:
+                if self._timeout is None:
+                    replies = await _exchange(connection, commands)
+                else:
+                    async with asyncio.timeout(self._timeout):
+                        replies = await _exchange(connection, commands)
+            except TimeoutError as exc:
+                self._own -= 1
+                with contextlib.suppress(Exception):
+                    await connection.disconnect(nowait=True)
+                raise RedisTimeoutError(f"no reply from Redis in {self._timeout} s") from exc
+            except BaseException as exc:
+                # Broken, timed out or cancelled mid-round: what it still holds unread
+                # would answer the next round's calls. Closed and dropped.
+                self._own -= 1
+                with contextlib.suppress(Exception):
+                    await connection.disconnect(nowait=True)
+                if idle and isinstance(exc, RedisConnectionError):
+                    continue
+                raise
+            self._idle.append(connection)
+            return replies
+
+
+async def _exchange(connection: AbstractConnection, commands: list[tuple[Any, ...]]) -> list[Any]:
+    if len(commands) == 1:
+        packed = connection.pack_command(*commands[0])
+    else:
+        packed = connection.pack_commands(commands)
+    # connects (and authenticates) first if it is not connected
+    await connection.send_packed_command(packed, check_health=False)
+    replies: list[Any] = []
+    for _ in commands:
+        try:
+            replies.append(await connection.read_response())
+        except ResponseError as exc:  # this call's error; the next reply follows it
+            replies.append(exc)
+    return replies
 
 
 async def _outcome(call: Any) -> Any:
