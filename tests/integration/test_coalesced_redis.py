@@ -4,13 +4,15 @@ each caller still gets its own reply or error (``worker/coalesce.py``)."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
+from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from zeromem.bus import connect_redis
+from zeromem.bus import _Connection, connect_redis, redis_options
 from zeromem.settings import Settings
 from zeromem.store import scripts
 from zeromem.store.keys import layout
@@ -102,17 +104,31 @@ async def test_a_later_command_goes_with_the_next_script_call_or_alone_after_a_w
     await redis.delete("zm:test:later:a", "zm:test:later:b", "zm:test:later:c")
 
 
-async def test_a_connection_redis_closed_while_idle_is_replaced_once(redis) -> None:  # type: ignore[no-untyped-def]
+async def test_a_connection_redis_closed_while_idle_is_replaced_once(
+    redis, settings: Settings
+) -> None:  # type: ignore[no-untyped-def]
     """Rounds go on connections of ``Coalesced``'s own; one that Redis closed while it
     sat idle (a restart, a client kill) is noticed on its next use and replaced, and the
     call gets its reply, as the client's pool would have given it a live connection."""
     echo = await redis.script_load(_ECHO)
-    coalesced = Coalesced(redis)
-    assert await coalesced.evalsha(echo, 1, "a", 1) == [b"a", b"1"]
-    assert await redis.client_kill_filter(_type="normal", skipme=True) >= 1
-    assert await coalesced.evalsha(echo, 1, "b", 2) == [b"b", b"2"]
-    assert await coalesced.evalsha(echo, 1, "c", 3) == [b"c", b"3"]
-    await coalesced.drain()
+    # Named, so that only its connections are killed: the server is the session's.
+    name = f"zm-test-coalesced-{uuid.uuid4().hex[:12]}"
+    named = Redis.from_url(
+        settings.store.server_url,
+        client_name=name,
+        connection_class=_Connection,
+        **redis_options(settings),
+    )
+    coalesced = Coalesced(named)
+    try:
+        assert await coalesced.evalsha(echo, 1, "a", 1) == [b"a", b"1"]
+        own = [c["id"] for c in await redis.client_list() if c.get("name") == name]
+        assert own and all([await redis.client_kill_filter(_id=i) for i in own])
+        assert await coalesced.evalsha(echo, 1, "b", 2) == [b"b", b"2"]
+        assert await coalesced.evalsha(echo, 1, "c", 3) == [b"c", b"3"]
+        await coalesced.drain()
+    finally:
+        await named.aclose()
 
 
 async def test_a_round_past_the_clients_timeout_fails_and_leaves_no_reply_behind(

@@ -79,7 +79,7 @@ class Coalesced:
         self._flushing: set[asyncio.Task[None]] = set()
         self._soon = False  # a send is due at the loop's next turn (a script call waits)
         self._timer: asyncio.TimerHandle | None = None  # ... or later (``later`` only)
-        self._timeout: float | None = redis.connection_pool.connection_kwargs.get("socket_timeout")
+        self._timeout: float | None = None  # the client's socket_timeout (``_connect``)
         self._idle: list[AbstractConnection] = []  # connections of its own, free
         self._own = 0  # connections of its own, free or in a round
         self.calls = 0  # script calls sent
@@ -173,6 +173,7 @@ class Coalesced:
         round is bounded as a whole by the client's ``socket_timeout`` (``_timeout``).
         redis-py bounds each write with ``asyncio.wait_for``, a task per call."""
         pool = self._redis.connection_pool
+        self._timeout = pool.connection_kwargs.get("socket_timeout")
         return pool.connection_class(**(pool.connection_kwargs | {"socket_timeout": None}))
 
     async def _on_own_connection(self, commands: list[tuple[Any, ...]]) -> list[Any]:
