@@ -2,7 +2,7 @@
 it carries one or two commands (the half-load regime of bench/write_throughput.py).
 
     python bench/paced_cost.py [--rate 300] [--seconds 6] [--rounds 3] [--shards 16]
-                               [--burst 1] [--census] [--base DIR]
+                               [--burst 1] [--census] [--stages] [--base DIR]
 
 One embedded stack (secured, as `zeromem up` runs it); per round, two fresh `zeromem
 worker` processes (``--shards`` shards) apply the append workload (bench/workloads.py)
@@ -21,6 +21,11 @@ counted by kind (``bench/census/sitecustomize.py``), and each round also prints 
 woke the workers per append: the loop's turns, and the tasks and callbacks run, most
 first. uvloop is faster, so CPU figures of a census round compare only with another's.
 
+``--stages``: the workers time every command's three stages (``bench/stages/
+sitecustomize.py``): publish to its arrival at the shard's feed, arrival to the call that
+takes it, and that call; each round also prints their p50, p90 and p99 and the commands
+a call carried. The timing costs the workers a little CPU.
+
 ``--base DIR``: an A/B in one run. DIR holds another tree of this repository (say
 ``git archive main | tar -x -C DIR``); its workers (PYTHONPATH DIR/services:DIR/schemas)
 and this tree's alternate round after round, each on fresh workers, the same stack. The
@@ -34,6 +39,7 @@ import asyncio
 import json
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -48,6 +54,7 @@ from zeromem.settings import Settings
 
 HERE = Path(__file__).resolve().parent.parent
 CENSUS = Path(__file__).resolve().parent / "census"
+STAGES = Path(__file__).resolve().parent / "stages"
 
 
 async def census(folder: Path, pids: list[int]) -> Counter[str]:
@@ -58,6 +65,32 @@ async def census(folder: Path, pids: list[int]) -> Counter[str]:
         with (folder / f"{pid}.json").open() as counts:
             total.update(json.load(counts))
     return total
+
+
+def stages(folder: Path, pids: list[int], since: float) -> None:
+    """Print the stages of the commands published from ``since`` (a wall-clock time) on,
+    as the workers timed them (bench/stages/sitecustomize.py)."""
+    rows = []
+    for pid in pids:
+        path = folder / f"{pid}.jsonl"
+        if path.exists():
+            rows += [row for row in map(json.loads, path.open()) if row[0] >= since]
+    if not rows:
+        print("  stages: no command timed")
+        return
+    for name, spans in (
+        ("publish to arrival", [arrived - ts for ts, arrived, _, _, _ in rows]),
+        ("arrival to call", [began - arrived for _, arrived, began, _, _ in rows]),
+        ("the call", [ended - began for _, _, began, ended, _ in rows]),
+    ):
+        ms = [s * 1000 for s in spans]
+        print(
+            f"  {name:19} p50 {percentile(ms, 0.5):7.1f}  p90 {percentile(ms, 0.9):7.1f}"
+            f"  p99 {percentile(ms, 0.99):7.1f} ms"
+        )
+    sizes = [row[4] for row in rows]
+    mean = sum(sizes) / len(sizes)
+    print(f"  commands per call  p50 {percentile(sizes, 0.5):5.0f}  mean {mean:5.1f}")
 
 
 async def redis_reads(settings: Settings) -> int:
@@ -76,10 +109,13 @@ async def main() -> None:
     parser.add_argument("--base", type=Path, help="another tree of the repository (A/B)")
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--census", action="store_true", help="count what wakes the workers")
+    parser.add_argument("--stages", action="store_true", help="time each command's stages")
     parser.add_argument(
         "--burst", type=int, default=1, help="puts issued together (1: evenly spaced)"
     )
     args = parser.parse_args()
+    if args.census and args.stages:
+        parser.error("--census and --stages each install hooks of their own: one at a time")
     trees = {"this": HERE} | ({"base": args.base.resolve()} if args.base else {})
     n = int(args.rate * args.seconds)
     total = n * args.rounds * len(trees)
@@ -94,6 +130,8 @@ async def main() -> None:
                 env = (
                     {"PYTHONPATH": f"{CENSUS}:{path}", "ZEROMEM_CENSUS_DIR": tmp}
                     if args.census
+                    else {"PYTHONPATH": f"{STAGES}:{path}", "ZEROMEM_STAGES_DIR": tmp}
+                    if args.stages
                     else {"PYTHONPATH": path}
                 )
                 async with running_workers(settings, 2, env_extra=env) as ws:
@@ -104,6 +142,7 @@ async def main() -> None:
                     chunk = specs[used : used + n]
                     used += n
                     reads = await redis_reads(settings)
+                    paced_from = time.time()
                     with CpuMeter(pids) as meter:
                         delays = await paced_latency(
                             settings, chunk, args.rate, f"paced{r}{name}", args.burst
@@ -119,6 +158,9 @@ async def main() -> None:
                         f"publisher {us['publisher']:4.0f} | Redis reads/append {reads / n:.2f}",
                         flush=True,
                     )
+                    if args.stages:
+                        await asyncio.sleep(0.5)  # past the workers' next write
+                        stages(Path(tmp), [w.pid for w in ws], paced_from)
                     if counted is not None:
                         woke = await census(Path(tmp), [w.pid for w in ws]) - counted
                         print("  per append, on the workers' loops (standard asyncio):")
