@@ -30,6 +30,9 @@ from nats.js.api import (
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 from redis.asyncio import Connection, Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from zeromem import naming
 from zeromem.settings import Settings
@@ -203,6 +206,12 @@ def connect_redis(settings: Settings, command_timeout_s: float | None = None) ->
         store.server_url,
         # a TLS (rediss://) or Unix socket URL picks redis-py's connection class instead
         connection_class=_Connection,
+        # A pooled connection that Redis closed (a restart, a client kill, an idle cut by
+        # a proxy) fails its next command; redis-py's default tries none again, so after
+        # a Redis restart every read service failed one request per pooled connection
+        # ("internal"). Once more, on a new connection: a Redis that is down refuses that
+        # at once too. Not on a timeout, which would double a read's bound.
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         decode_responses=False,
         health_check_interval=10,
         socket_timeout=command_timeout_s,
