@@ -200,8 +200,11 @@ class Coalesced:
                     await connection.disconnect(nowait=True)
                 raise RedisTimeoutError(f"no reply from Redis in {self._timeout} s") from exc
             except BaseException as exc:
-                # Broken, timed out or cancelled mid-round: what it still holds unread
-                # would answer the next round's calls. Closed and dropped.
+                # Broken or cancelled mid-round: what it still holds unread would answer
+                # the next round's calls. Closed and dropped. Sending the round again
+                # after an idle connection's failure is safe for what goes this way: the
+                # commit script recognises a command it applied already, and a ``later``
+                # SET writes the same position again.
                 self._own -= 1
                 with contextlib.suppress(Exception):
                     await connection.disconnect(nowait=True)
