@@ -79,9 +79,9 @@ def stages(folder: Path, pids: list[int], since: float) -> None:
         print("  stages: no command timed")
         return
     for name, spans in (
-        ("publish to arrival", [arrived - ts for ts, arrived, _, _, _ in rows]),
-        ("arrival to call", [began - arrived for _, arrived, began, _, _ in rows]),
-        ("the call", [ended - began for _, _, began, ended, _ in rows]),
+        ("publish to arrival", [row[1] - row[0] for row in rows]),
+        ("arrival to call", [row[2] - row[1] for row in rows]),
+        ("the call", [row[3] - row[2] for row in rows]),
     ):
         ms = [s * 1000 for s in spans]
         print(
@@ -91,6 +91,10 @@ def stages(folder: Path, pids: list[int], since: float) -> None:
     sizes = [row[4] for row in rows]
     mean = sum(sizes) / len(sizes)
     print(f"  commands per call  p50 {percentile(sizes, 0.5):5.0f}  mean {mean:5.1f}")
+    calls = [row[5] for row in rows if len(row) > 5 and row[5]]
+    if calls:  # a tree with worker/rounds.py: each command's round, by its calls
+        mean = sum(calls) / len(calls)
+        print(f"  calls in its round p50 {percentile(calls, 0.5):5.0f}  mean {mean:5.1f}")
 
 
 async def redis_reads(settings: Settings) -> int:

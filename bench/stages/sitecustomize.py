@@ -9,7 +9,8 @@ call that applied it, in three stages, each timed on the wall clock of this mach
   with the other shards' calls interleaved on the same event loop.
 
 Each applied command (a batch message's first: the others share its arrival) adds a row:
-its timestamp, the three moments and the call's size. Every quarter second the rows since
+its timestamp, the three moments, the call's size and how many calls its round started
+(``worker.rounds``; 0 in a tree without it). Every quarter second the rows since
 the last write are appended to ``$ZEROMEM_STAGES_DIR/<pid>.jsonl``, one JSON array a line,
 so a reader takes the rows of one round by their timestamps.
 """
@@ -26,7 +27,7 @@ from zeromem.worker import pull, service
 
 _OUT = os.environ.get("ZEROMEM_STAGES_DIR", "")
 _arrived: dict[int, float] = {}  # id(msg) -> when its delivery reached the feed
-_rows: list[tuple[float, float, float, float, int]] = []
+_rows: list[tuple[float, float, float, float, int, int]] = []
 _on_msg = pull.PullFeed._on_msg
 _run_call = service.WorkerService.run_call
 
@@ -39,12 +40,15 @@ async def _timed_on_msg(self: pull.PullFeed, msg: Any) -> None:
 
 async def _timed_run_call(self: service.WorkerService, shard: int, call: Any) -> Any:
     began = time.time()
+    rounds = getattr(self, "_rounds", None)  # a tree before worker/rounds.py has none
+    round_ = rounds._latest if rounds is not None else None  # this call's: just entered
     sent = await _run_call(self, shard, call)
     ended = time.time()
+    calls = round_.calls if round_ is not None else 0
     for admitted in call.commands:
         arrived = _arrived.pop(id(admitted.msg), None)
         if arrived is not None:  # a batch message's later commands: popped by its first
-            _rows.append((admitted.command.ts, arrived, began, ended, len(call.commands)))
+            _rows.append((admitted.command.ts, arrived, began, ended, len(call.commands), calls))
     return sent
 
 

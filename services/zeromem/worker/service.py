@@ -93,6 +93,7 @@ from zeromem.worker.messages import (
 )
 from zeromem.worker.outbox import Outbox, Publication
 from zeromem.worker.pull import PullFeed
+from zeromem.worker.rounds import Rounds
 from zeromem.worker.store import Store
 from zeromem.worker.throttle import ThrottleNotices
 
@@ -224,6 +225,8 @@ class WorkerService:
         # the shards waiting for a busy tenant's call to end are woken when one does.
         self._calls = TenantCalls(self._presence, self._wake_blocked)
         self._blocked: set[int] = set()
+        # Its shards' calls start together, in rounds (``rounds``).
+        self._rounds = Rounds()
         self._notes: set[asyncio.Task[object]] = set()  # applied positions being written
 
     @property
@@ -616,7 +619,8 @@ class WorkerService:
             if self._stopping.is_set():
                 raise asyncio.CancelledError
             try:
-                sent = await self.run_call(shard, call)
+                async with self._rounds.turn():  # with the other shards' calls
+                    sent = await self.run_call(shard, call)
             except (LeaseLostError, RedisBehindError, asyncio.CancelledError):
                 raise
             except Exception as exc:
